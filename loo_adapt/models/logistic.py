@@ -1,0 +1,174 @@
+"""Bayesian logistic regression: mu_i = alpha + x_i . beta (Hessian of mu_i is zero)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import SigmoidModel, flat_draw_variable
+from .priors import Flat, Normal, RegularizedHorseshoe, StudentT
+
+_SIMPLE_PRIORS = (Normal, StudentT, Flat)
+
+
+class LogisticRegression(SigmoidModel):
+    """Logistic regression with the block ``theta = [intercept (if any), beta_1..beta_D]``.
+
+    Parameters
+    ----------
+    X : (n, D) design matrix (without the intercept column), y : (n,) 0/1 outcomes.
+    coef : Stan name of the coefficient vector (shape (D,)).
+    intercept : Stan name of the intercept (scalar or ``array[1] real``), or None.
+    prior : ``Normal(sd)``, ``StudentT(df, scale)``, ``Flat()`` or
+        ``RegularizedHorseshoe(...)`` on the coefficients. For the horseshoe the
+        per-draw scales ``tau * lambda_tilde`` are the ``hyper`` of each draw.
+    intercept_prior : prior on the intercept (``Normal``, ``StudentT`` or ``Flat``);
+        required when ``intercept`` is given, so that the prior ratio is never dropped.
+    """
+
+    hessian_is_zero = True
+
+    def __init__(
+        self,
+        X,
+        y,
+        coef: str = "beta",
+        intercept: str | None = None,
+        prior=None,
+        intercept_prior=None,
+    ):
+        super().__init__(X, y)
+        if prior is None:
+            raise ValueError(
+                "LogisticRegression needs prior= (Normal(sd), StudentT(df, scale), Flat() or "
+                "RegularizedHorseshoe(...)): the exact weights use the prior ratio"
+            )
+        if not isinstance(prior, (*_SIMPLE_PRIORS, RegularizedHorseshoe)):
+            raise TypeError(f"unsupported coefficient prior {prior!r}")
+        if intercept is not None:
+            if intercept_prior is None:
+                raise ValueError(
+                    f"intercept={intercept!r} needs intercept_prior= (e.g. Normal(5.0), or Flat() "
+                    "if the Stan program puts no prior on it)"
+                )
+            if not isinstance(intercept_prior, _SIMPLE_PRIORS):
+                raise TypeError(f"unsupported intercept prior {intercept_prior!r}")
+        elif intercept_prior is not None:
+            raise ValueError("intercept_prior given but intercept=None")
+        self.coef = coef
+        self.intercept = intercept
+        self.prior = prior
+        self.intercept_prior = intercept_prior
+        self.has_intercept = intercept is not None
+        self.n_coef = self.X.shape[1]
+        # The design of the block: a column of ones for the intercept first.
+        if self.has_intercept:
+            self.design = np.hstack([np.ones((self.n_obs, 1)), self.X])
+        else:
+            self.design = self.X.copy()
+        self._k0 = 1 if self.has_intercept else 0
+
+    @property
+    def hierarchical(self) -> bool:
+        return isinstance(self.prior, RegularizedHorseshoe)
+
+    @property
+    def dim(self) -> int:
+        return self.n_coef + self._k0
+
+    @property
+    def param_names(self) -> list[str]:
+        names = [self.intercept] if self.has_intercept else []
+        return names + [f"{self.coef}[{j + 1}]" for j in range(self.n_coef)]
+
+    # ----------------------------------------------------------------- mu
+    def linear_predictor(self, theta):
+        theta = self._check_theta(theta)
+        return theta @ self.design.T
+
+    def linear_predictor_i(self, theta, i):
+        theta = self._check_theta(theta)
+        return theta @ self.design[self._check_i(i)]
+
+    def grad_linear_predictor(self, theta, i):
+        theta = self._check_theta(theta)
+        row = self.design[self._check_i(i)]
+        return np.broadcast_to(row, theta.shape).copy()
+
+    def _grad_loglik_sum(self, theta, resid):
+        return resid @ self.design
+
+    # ----------------------------------------------------------------- prior
+    def _check_hyper(self, theta, hyper):
+        if self.hierarchical:
+            if hyper is None:
+                raise ValueError(
+                    "the horseshoe prior needs hyper = per-draw coefficient scales (S, D); "
+                    "get it from theta_from_draws"
+                )
+            hyper = np.asarray(hyper, dtype=float)
+            if hyper.shape != (theta.shape[0], self.n_coef):
+                raise ValueError(
+                    f"hyper must have shape {(theta.shape[0], self.n_coef)}, got {hyper.shape}"
+                )
+            return hyper
+        if hyper is not None:
+            raise ValueError("this prior has no hyperparameters; pass hyper=None")
+        return None
+
+    def log_prior(self, theta, hyper):
+        theta = self._check_theta(theta)
+        scales = self._check_hyper(theta, hyper)
+        beta = theta[:, self._k0 :]
+        if scales is not None:
+            z = beta / scales
+            lp = np.sum(-0.5 * z * z - np.log(scales), axis=1) - 0.5 * self.n_coef * np.log(
+                2.0 * np.pi
+            )
+        else:
+            lp = self.prior.logpdf(beta).sum(axis=1)
+        if self.has_intercept:
+            lp = lp + self.intercept_prior.logpdf(theta[:, 0])
+        return lp
+
+    def grad_log_prior(self, theta, hyper):
+        theta = self._check_theta(theta)
+        scales = self._check_hyper(theta, hyper)
+        out = np.empty_like(theta)
+        beta = theta[:, self._k0 :]
+        if scales is not None:
+            out[:, self._k0 :] = -beta / (scales * scales)
+        else:
+            out[:, self._k0 :] = self.prior.grad(beta)
+        if self.has_intercept:
+            out[:, 0] = self.intercept_prior.grad(theta[:, 0])
+        return out
+
+    # ----------------------------------------------------------------- edge
+    def theta_from_draws(self, draws):
+        beta = flat_draw_variable(draws, self.coef)
+        beta = beta.reshape(beta.shape[0], -1)
+        if beta.shape[1] != self.n_coef:
+            raise ValueError(
+                f"{self.coef!r} has {beta.shape[1]} components per draw, "
+                f"X has {self.n_coef} columns"
+            )
+        parts = []
+        if self.has_intercept:
+            a = flat_draw_variable(draws, self.intercept)
+            a = a.reshape(a.shape[0], -1)
+            if a.shape[1] != 1:
+                raise ValueError(
+                    f"intercept {self.intercept!r} must be a scalar or array[1], got "
+                    f"{a.shape[1]} components"
+                )
+            parts.append(a)
+        parts.append(beta)
+        theta = np.ascontiguousarray(np.hstack(parts))
+        hyper = self.prior.scales_from_draws(draws, self.n_coef) if self.hierarchical else None
+        return theta, hyper
+
+    def __repr__(self):
+        return (
+            f"LogisticRegression(n={self.n_obs}, D={self.n_coef}, intercept={self.intercept!r}, "
+            f"prior={self.prior!r})"
+        )
