@@ -1,0 +1,352 @@
+"""Plots render to PNG and carry the right content (points, lines, labels, numbers)."""
+
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.image as mpimg  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
+from scipy.special import expit  # noqa: E402
+from sklearn import metrics as skm  # noqa: E402
+from sklearn.calibration import calibration_curve as sk_calibration_curve  # noqa: E402
+
+from loo_adapt import plots  # noqa: E402
+from loo_adapt.result import PointwiseLoo  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def save_and_check(ax, path):
+    ax.figure.savefig(path, dpi=60)
+    assert path.exists() and path.stat().st_size > 3000
+    with open(path, "rb") as fh:
+        assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+    img = mpimg.imread(path)
+    assert img.shape[0] > 100 and img[..., :3].std() > 0.05  # not a blank canvas
+
+
+def scatters(ax):
+    return [c for c in ax.collections if isinstance(c, PathCollection)]
+
+
+def legend_texts(ax):
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+N = 40
+HIGH = {3: ("kl", 0.45), 11: ("var", 0.62), 25: ("refit", np.nan), 33: ("psis", None)}
+
+
+def make_result(with_candidates=True):
+    rng = np.random.default_rng(0)
+    khat = rng.uniform(-0.1, 0.6, N)
+    khat[[3, 11, 25, 33]] = [0.91, 1.13, 0.84, 0.77]
+    after = khat.copy()
+    method = np.full(N, "psis", dtype=object)
+    for i, (m, k) in HIGH.items():
+        method[i] = m
+        if k is not None:
+            after[i] = k
+    candidates = []
+    if with_candidates:
+        for i in (3, 11, 25, 33):
+            for t in ("kl", "var", "ll", "mm1"):
+                for rho in (0.01, 0.1, 1.0):
+                    candidates.append({
+                        "i": i, "transform": t, "rho": rho,
+                        "khat": float(rng.uniform(0.2, 1.2)),
+                        "khat_holdout": float(rng.uniform(0.2, 1.2)),
+                        "elpd_loo": -1.0, "loo_prob": 0.5,
+                    })
+        candidates[5]["khat"] = float("nan")  # a failed candidate is not drawn
+    y = rng.integers(0, 2, N)
+    return PointwiseLoo(
+        elpd_loo=rng.normal(-0.5, 0.2, N), p_loo=np.full(N, 0.1), lpd=np.full(N, -0.4),
+        mcse_elpd_loo=np.full(N, 0.01), khat=khat, khat_threshold=0.7, n_samples=4000,
+        r_eff=1.0, khat_after=after, method=method, loo_prob=rng.uniform(0.05, 0.95, N),
+        y=y, candidates=candidates,
+    )
+
+
+# --------------------------------------------------------------------------- plot_khat
+def test_plot_khat_pointwise_loo(tmp_path):
+    res = make_result()
+    ax = plots.plot_khat(res)
+    save_and_check(ax, tmp_path / "khat.png")
+    sc = scatters(ax)
+    before = sc[0]
+    assert before.get_offsets().shape == (N, 2)
+    np.testing.assert_array_equal(before.get_offsets()[:, 1], res.khat)
+    np.testing.assert_array_equal(before.get_facecolors()[0], to_rgba("black"))
+    # one collection per non-PSIS estimator, one point each, coloured as in Fig. S.2
+    by_color = {tuple(np.round(c.get_facecolors()[0], 6)) if len(c.get_facecolors()) else
+                tuple(np.round(c.get_edgecolors()[0], 6)): c for c in sc[1:]}
+    kl = by_color[tuple(np.round(to_rgba("tab:green"), 6))]
+    var = by_color[tuple(np.round(to_rgba("tab:blue"), 6))]
+    refit = by_color[tuple(np.round(to_rgba("tab:gray"), 6))]
+    np.testing.assert_array_equal(kl.get_offsets(), [[3, 0.45]])
+    np.testing.assert_array_equal(var.get_offsets(), [[11, 0.62]])
+    np.testing.assert_array_equal(refit.get_offsets(), [[25, 0.84]])  # ring around the dot
+    assert sum(len(c.get_offsets()) for c in sc) == N + 3
+    # before -> after connectors for the two observations with a k-hat after adaptation
+    (conn,) = [c for c in ax.collections if isinstance(c, LineCollection)]
+    segs = sorted(tuple(map(tuple, s)) for s in conn.get_segments())
+    assert segs == [((3, 0.91), (3, 0.45)), ((11, 1.13), (11, 0.62))]
+    # threshold line
+    hl = [ln for ln in ax.lines if np.allclose(ln.get_ydata(), 0.7)]
+    assert len(hl) == 1
+    # minimum per observation above threshold / adapted, labelled
+    texts = sorted((t.xy[0], t.get_text()) for t in ax.texts)
+    assert texts == [(3, "0.45"), (11, "0.62"), (25, "0.84"), (33, "0.77")]
+    assert ax.get_xlabel() == "observation"
+    assert "hat{k}" in ax.get_ylabel()
+    leg = legend_texts(ax)
+    assert "KL descent (n=1)" in leg and "Variance descent (n=1)" in leg
+    assert "threshold 0.70" in leg
+
+
+def test_plot_khat_array_and_loo_adapt_attribute(tmp_path):
+    res = make_result()
+    ax = plots.plot_khat(res.khat, threshold=0.5)
+    save_and_check(ax, tmp_path / "arr.png")
+    assert len(scatters(ax)) == 1
+    assert len(scatters(ax)[0].get_offsets()) == N
+    expected = sorted(f"{k:.2f}" for k in res.khat if k > 0.5)
+    assert sorted(t.get_text() for t in ax.texts) == expected
+    assert [ln.get_ydata()[0] for ln in ax.lines] == [0.5]
+
+    class Holder:
+        loo_adapt = res
+
+    ax2 = plots.plot_khat(Holder())
+    assert len(scatters(ax2)) == 4
+    assert len(ax2.texts) == 4
+
+    # after/method given explicitly to an array behave like the PointwiseLoo fields
+    ax3 = plots.plot_khat(res.khat, after=res.khat_after, method=res.method)
+    assert sorted(t.get_text() for t in ax3.texts) == ["0.45", "0.62", "0.77", "0.84"]
+
+
+def heavy_tailed_draws(seed=1):
+    """(posterior mu, log-likelihood) with three outliers that give large k-hat."""
+    rng = np.random.default_rng(seed)
+    n_obs, chains, draws = 12, 2, 250
+    mu = rng.normal(size=(chains, draws))
+    x = np.r_[np.zeros(n_obs - 3), [6.0, 8.0, 9.0]]
+    ll = -0.5 * (x[None, None, :] - mu[..., None] * rng.gamma(0.5, 2.0, (chains, draws, 1))) ** 2
+    return mu, ll
+
+
+def test_plot_khat_on_arviz_023_elpddata(tmp_path):
+    import arviz as az
+
+    if int(az.__version__.split(".")[0]) >= 1:
+        pytest.skip("arviz 0.x API (ELPDData as a pandas Series)")
+    mu, ll = heavy_tailed_draws()
+    idata = az.from_dict(posterior={"mu": mu}, log_likelihood={"y": ll})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loo = az.loo(idata, pointwise=True)
+    ax = plots.plot_khat(loo)
+    save_and_check(ax, tmp_path / "az.png")
+    pk = loo.pareto_k.values
+    sc = scatters(ax)
+    assert len(sc) == 1
+    np.testing.assert_allclose(sc[0].get_offsets()[:, 1], pk)
+    assert ax.lines[0].get_ydata()[0] == pytest.approx(loo.good_k)
+    expected = sorted(f"{k:.2f}" for k in pk if k > loo.good_k)
+    assert len(expected) >= 1
+    assert sorted(t.get_text() for t in ax.texts) == expected
+    # a bare DataArray of k-hat, which arviz.plot_khat accepts too
+    ax2 = plots.plot_khat(loo.pareto_k)
+    np.testing.assert_allclose(scatters(ax2)[0].get_offsets()[:, 1], pk)
+
+
+def test_plot_khat_duck_typed_arviz1_dataclass():
+    """arviz 1.x ELPDData: a dataclass whose pareto_k is an xarray DataArray."""
+    from dataclasses import dataclass
+
+    import xarray as xr
+
+    @dataclass
+    class ELPDLike:
+        pareto_k: xr.DataArray
+        good_k: float
+        n_samples: int
+
+    k = np.array([0.1, 0.9, 0.3, 0.75])
+    ax = plots.plot_khat(ELPDLike(xr.DataArray(k, dims=["obs"]), 0.68, 1000))
+    np.testing.assert_array_equal(scatters(ax)[0].get_offsets()[:, 1], k)
+    assert ax.lines[0].get_ydata()[0] == 0.68
+    assert sorted(t.get_text() for t in ax.texts) == ["0.75", "0.90"]
+
+
+@pytest.mark.arviz1
+def test_plot_khat_real_arviz1_elpddata():
+    azs = pytest.importorskip("arviz_stats")
+    azb = pytest.importorskip("arviz_base")
+    if int(azs.__version__.split(".")[0]) < 1:
+        pytest.skip("needs arviz-stats >= 1")
+    mu, ll = heavy_tailed_draws()
+    dt = azb.from_dict({"posterior": {"mu": mu}, "log_likelihood": {"y": ll}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loo = azs.loo(dt, pointwise=True)
+    ax = plots.plot_khat(loo)
+    np.testing.assert_allclose(scatters(ax)[0].get_offsets()[:, 1],
+                               np.asarray(loo.pareto_k).ravel())
+    assert ax.lines[0].get_ydata()[0] == pytest.approx(loo.good_k)
+
+
+def test_plot_khat_bad_input():
+    with pytest.raises(TypeError, match="PointwiseLoo"):
+        plots.plot_khat({"a": 1})
+    with pytest.raises(ValueError, match="length"):
+        plots.plot_khat(np.zeros(5), after=np.zeros(4))
+
+
+# --------------------------------------------------------------------------- Fig. 2
+def test_plot_khat_candidates(tmp_path):
+    res = make_result()
+    ax = plots.plot_khat_candidates(res)
+    save_and_check(ax, tmp_path / "cand.png")
+    sc = scatters(ax)
+    assert len(sc[0].get_offsets()) == 4  # originals of the 4 observations with candidates
+    np.testing.assert_array_equal(sc[0].get_offsets()[:, 1], res.khat[[3, 11, 25, 33]])
+    cand = res.candidates
+    colours = {"kl": "tab:green", "var": "tab:blue", "ll": "tab:orange", "mm1": "tab:red"}
+    for coll, t in zip(sc[1:], ["kl", "var", "ll", "mm1"]):
+        finite = [c for c in cand if c["transform"] == t and np.isfinite(c["khat"])]
+        assert len(coll.get_offsets()) == len(finite)
+        np.testing.assert_allclose(coll.get_facecolors()[0][:3], to_rgba(colours[t])[:3])
+        np.testing.assert_allclose(np.sort(coll.get_offsets()[:, 1]),
+                                   np.sort([c["khat"] for c in finite]))
+        sizes = coll.get_sizes()
+        assert sizes.max() > sizes.min()  # rho shown as marker size
+    assert sum(len(c.get_offsets()) for c in sc[1:]) == len(cand) - 1
+    # minimum per (observation, transform) labelled
+    expected = []
+    for i in (3, 11, 25, 33):
+        for t in ("kl", "var", "ll", "mm1"):
+            ks = [c["khat"] for c in cand if c["i"] == i and c["transform"] == t
+                  and np.isfinite(c["khat"])]
+            expected.append(f"{min(ks):.2f}")
+    assert sorted(t.get_text() for t in ax.texts) == sorted(expected)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["3", "11", "25", "33"]
+    assert [ln.get_ydata()[0] for ln in ax.lines] == [0.7]
+    assert set(legend_texts(ax)) >= {"original", "KL descent", "Variance descent",
+                                     "LL descent", "MM1"}
+
+
+def test_plot_khat_candidates_list_and_holdout():
+    res = make_result()
+    ax = plots.plot_khat_candidates(res.candidates, res.khat, threshold=0.6, use_holdout=True)
+    sc = scatters(ax)
+    assert sum(len(c.get_offsets()) for c in sc[1:]) == len(res.candidates)
+    assert "held-out" in ax.get_ylabel()
+    assert [ln.get_ydata()[0] for ln in ax.lines] == [0.6]
+    ax2 = plots.plot_khat_candidates(res.candidates)  # no originals known
+    assert len(scatters(ax2)) == 4
+    with pytest.raises(ValueError, match="no candidates"):
+        plots.plot_khat_candidates(make_result(with_candidates=False))
+    with pytest.raises(ValueError, match="lacks keys"):
+        plots.plot_khat_candidates([{"i": 1}])
+
+
+# --------------------------------------------------------------------------- ROC / PR
+def fits(n=150, seed=3):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    y = (rng.uniform(size=n) < expit(1.5 * x)).astype(int)
+    return y, {
+        "MCMC": expit(1.5 * x + rng.normal(scale=0.5, size=n)),
+        "ADVI": np.round(expit(1.0 * x + rng.normal(scale=1.0, size=n)), 1),  # ties
+    }
+
+
+def test_plot_roc(tmp_path):
+    y, probs = fits()
+    ax = plots.plot_roc(y, probs)
+    save_and_check(ax, tmp_path / "roc.png")
+    assert len(ax.lines) == 3  # two fits + chance diagonal
+    for line, p in zip(ax.lines, probs.values()):
+        fpr, tpr, _ = skm.roc_curve(y, p)
+        np.testing.assert_allclose(line.get_xdata(), fpr)
+        np.testing.assert_allclose(line.get_ydata(), tpr)
+    assert legend_texts(ax) == [
+        f"{k} (AUROC = {skm.roc_auc_score(y, p):.3f})" for k, p in probs.items()]
+    np.testing.assert_array_equal(ax.lines[2].get_xydata(), [[0, 0], [1, 1]])
+    assert ax.get_xlabel() == "false positive rate"
+    assert ax.get_ylabel() == "true positive rate"
+
+
+def test_plot_roc_from_pointwise_results():
+    res = make_result()
+    ax = plots.plot_roc(None, {"adaptive": res})
+    assert legend_texts(ax) == [
+        f"adaptive (AUROC = {skm.roc_auc_score(res.y, res.loo_prob):.3f})"]
+    with pytest.raises(ValueError, match="y is required"):
+        plots.plot_roc(None, {"a": res.loo_prob})
+
+
+def test_plot_pr(tmp_path):
+    y, probs = fits()
+    ax = plots.plot_pr(y, probs)
+    save_and_check(ax, tmp_path / "pr.png")
+    assert len(ax.lines) == 3  # two fits + prevalence
+    for line, p in zip(ax.lines, probs.values()):
+        precision, recall, _ = skm.precision_recall_curve(y, p)
+        np.testing.assert_allclose(line.get_xdata(), recall)
+        np.testing.assert_allclose(line.get_ydata(), precision)
+        assert line.get_drawstyle() == "steps-post"
+    assert legend_texts(ax) == [
+        f"{k} (AP = {skm.average_precision_score(y, p):.3f})" for k, p in probs.items()]
+    assert ax.lines[2].get_ydata()[0] == pytest.approx(y.mean())
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("recall", "precision")
+
+
+# --------------------------------------------------------------------------- hist / calibration
+def test_plot_khat_hist(tmp_path):
+    res = make_result()
+    ax = plots.plot_khat_hist(res, bins=10)
+    save_and_check(ax, tmp_path / "hist.png")
+    bars = [p for p in ax.patches if type(p).__name__ == "Rectangle"]
+    assert len(bars) == 10
+    assert sum(b.get_height() for b in bars) == N
+    edges = np.histogram_bin_edges(
+        np.r_[res.khat, res.khat_after[np.isfinite(res.khat_after)], 0.7], bins=10)
+    np.testing.assert_array_equal([b.get_height() for b in bars],
+                                  np.histogram(res.khat, edges)[0])
+    assert any(type(p).__name__ == "Polygon" for p in ax.patches)  # the "after" outline
+    vl = [ln for ln in ax.lines if np.allclose(ln.get_xdata(), 0.7)]
+    assert len(vl) == 1
+    assert "hat{k}" in ax.get_xlabel() and ax.get_ylabel() == "number of observations"
+    ax2 = plots.plot_khat_hist(res.khat, threshold=0.5, bins=5)
+    assert len(ax2.patches) == 5
+
+
+def test_plot_calibration(tmp_path):
+    y, probs = fits(400)
+    ax = plots.plot_calibration(y, probs, n_bins=7)
+    save_and_check(ax, tmp_path / "cal.png")
+    assert len(ax.lines) == 3
+    labels = []
+    for line, (k, p) in zip(ax.lines, probs.items()):
+        pt, pp = sk_calibration_curve(y, p, n_bins=7)
+        np.testing.assert_allclose(line.get_xdata(), pp)
+        np.testing.assert_allclose(line.get_ydata(), pt)
+        counts = np.histogram(p, np.linspace(0, 1, 8))[0]  # no p on interior edges here
+        ece = np.sum(counts[counts > 0] * np.abs(pt - pp)) / y.size
+        labels.append(f"{k} (ECE = {ece:.3f})")
+    assert legend_texts(ax) == labels
+    assert ax.get_xlabel() == "mean predicted probability"
