@@ -10,6 +10,7 @@ from .base import (
     bernoulli_logit_loglik,
     log_sigmoid,
 )
+from .bundled import model_for
 from .logistic import LogisticRegression
 from .priors import Flat, Normal, RegularizedHorseshoe, StudentT
 from .relu import ReLUNet
@@ -19,6 +20,7 @@ __all__ = [
     "SigmoidModelProtocol",
     "LogisticRegression",
     "ReLUNet",
+    "model_for",
     "Normal",
     "StudentT",
     "Flat",
