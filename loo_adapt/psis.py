@@ -48,6 +48,8 @@ normal quantiles ``z`` with that mean and sd, negative ``z`` dropped); the two a
 from __future__ import annotations
 
 import math
+import sys
+import types
 import warnings
 from dataclasses import dataclass
 
@@ -588,3 +590,60 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal") -> PsisLo
         khat_threshold=pareto_k_threshold(s_total),
         n_samples=int(s_total),
     )
+
+
+def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
+                              mcse_method: str = "lognormal") -> PsisLoo:
+    """PSIS-LOO from draws of an approximation q (ADVI, Laplace, Pathfinder).
+
+    The LOO ratios are p(theta|D) / (q(theta) l_i(theta)) (Eq. 13-15 of the adaptive-IS
+    paper; R loo's ``loo_approximate_posterior``).  ``lpd`` is the self-normalised,
+    Pareto-smoothed p/q estimate of log E_p[l_i]; R loo takes the plain mean over the q
+    draws there, which estimates E_q[l_i] instead and biases p_loo.
+    """
+    ll = np.asarray(log_lik, dtype=np.float64)
+    if ll.ndim != 2:
+        raise ValueError(f"log_lik must be (S, n), got {ll.shape}")
+    corr = np.asarray(log_p_minus_log_q, dtype=np.float64).reshape(-1)
+    if corr.shape[0] != ll.shape[0]:
+        raise ValueError(f"log_p - log_q has {corr.shape[0]} draws, log_lik has {ll.shape[0]}")
+    if not np.all(np.isfinite(corr)):
+        raise ValueError("log_p - log_q must be finite for every draw")
+    if not np.all(np.isfinite(ll)):
+        raise ValueError("log_lik contains NaN or infinite values")
+    n_obs = ll.shape[1]
+    r = _prepare_r_eff(r_eff, n_obs)
+    lw, khat = psislw(corr[:, None] - ll, r_eff=r, normalize=True)
+    elpd = logsumexp(ll + lw, axis=0)
+    lw_post, k_post = psislw(corr, r_eff=1.0, normalize=True)
+    if k_post > pareto_k_threshold(ll.shape[0]):
+        warnings.warn(
+            f"the approximation is a poor proposal for the posterior itself (Pareto k-hat of "
+            f"p/q is {k_post:.2f}); LOO estimates from these draws are unreliable",
+            UserWarning,
+            stacklevel=2,
+        )
+    lpd = logsumexp(ll + lw_post[:, None], axis=0)
+    mcse = mcse_elpd(ll, lw, elpd, r, method=mcse_method)
+    return PsisLoo(
+        elpd_loo=elpd,
+        p_loo=lpd - elpd,
+        lpd=lpd,
+        mcse_elpd_loo=mcse,
+        khat=np.asarray(khat, dtype=float),
+        log_weights=lw,
+        r_eff=r,
+        khat_threshold=pareto_k_threshold(ll.shape[0]),
+        n_samples=int(ll.shape[0]),
+    )
+
+
+class _CallablePsisModule(types.ModuleType):
+    """Lets ``loo_adapt.psis(log_ratios, r_eff)`` work like R loo's ``psis()`` while
+    ``loo_adapt.psis.psislw`` and the rest of this module stay reachable."""
+
+    def __call__(self, log_ratios, r_eff=1.0, normalize: bool = True):
+        return psislw(log_ratios, r_eff=r_eff, normalize=normalize)
+
+
+sys.modules[__name__].__class__ = _CallablePsisModule
