@@ -139,12 +139,15 @@ def adapt_loo(
     else:
         offset = np.zeros(n_samples)
     post_sd = posterior_sd(theta)
+    log_prior_theta = model.log_prior(theta, hyper)
+    ll_sum_theta = ll_theta.sum(axis=1)
     y = np.asarray(model.y, dtype=float)
     sign = 2.0 * y - 1.0
     threshold = float(base.khat_threshold if khat_threshold is None else khat_threshold)
 
     result = base.to_result()
     result.khat_threshold = threshold
+    result.reliable = result.khat_after <= threshold
     result.y = y.copy()
     result.loo_prob = np.sum(np.exp(base.log_weights) * expit(terms.mu), axis=0)
 
@@ -164,24 +167,29 @@ def adapt_loo(
                 model, theta, hyper, i, post_sd=post_sd, terms=terms,
                 log_weights=base.log_weights[:, i],
             )
-            direction = None
-            dmu = None
+            direction = step.direction()
+            if linear:
+                # phi(h) = theta + h D and mu is linear in the block: one product per step
+                dmu = model.linear_predictor(direction)
+                prior_line = model.log_prior_change_along(theta, direction, hyper)
             for r in rho:
                 h = step.step_for_rho(r)
                 if h == 0.0:
                     continue
-                phi, log_j = step.apply(h)
+                log_j = step.log_abs_det(h)
                 if linear:
-                    # phi(h) = theta + h D with D fixed: mu(phi) = mu(theta) + h mu(D).
-                    if dmu is None:
-                        direction = (phi - theta) / h
-                        dmu = model.linear_predictor(direction)
                     mu = terms.mu + h * dmu
+                    if prior_line is not None:
+                        d_prior = h * prior_line[0] + h * h * prior_line[1]
+                    else:
+                        d_prior = model.log_prior(theta + h * direction, hyper) - log_prior_theta
                 else:
+                    phi = theta + h * direction
                     mu = model.linear_predictor(phi)
+                    d_prior = model.log_prior(phi, hyper) - log_prior_theta
                 ll_sum, ll_i = _loglik_rowsum_and_column(mu, sign, i)
-                log_post_phi = model.log_prior(phi, hyper) + ll_sum
-                log_ratio = log_j + offset + log_post_phi - ll_i - terms.log_post
+                # log post(phi) - log post(theta), minus log l_i(phi), plus log|J| (Eq. 11-15)
+                log_ratio = log_j + offset + d_prior + (ll_sum - ll_sum_theta) - ll_i
                 if not np.all(np.isfinite(log_ratio)):
                     continue
                 names.append(name)
@@ -228,6 +236,7 @@ def _choose(result, i, names, rhos, cand, selection, halves, r_eff, threshold,
         result.loo_prob[i] = prob[pick]
         result.khat_after[i] = khat[pick]
         result.mcse_elpd_loo[i] = mcse[pick]
+    result.reliable[i] = result.khat_after[i] <= threshold
     chosen = sorted({names[j] for j in cols})
     result.method[i] = "+".join(chosen)
     finite = [rhos[j] for j in cols if np.isfinite(rhos[j])]

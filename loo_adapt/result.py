@@ -37,7 +37,11 @@ class PointwiseLoo:
     diagnostic : optional per-observation diagnostic of the final estimator
         (e.g. ESS of the MixIS weights), NaN where not applicable.
     candidates : optional list of dicts, one per tried (observation, transform, rho),
-        with keys i, transform, rho, khat, khat_holdout, elpd_loo, loo_prob.
+        with keys i, transform, rho, khat, elpd_loo, loo_prob.
+    reliable : per observation, whether the final estimator's own diagnostic shows it
+        reliable (k-hat at most the threshold for importance sampling, MCSE at most the
+        accepted bound for MixIS, always for an exact refit).  Derived from ``khat_after``
+        when not given.
     """
 
     elpd_loo: np.ndarray
@@ -55,6 +59,7 @@ class PointwiseLoo:
     y: np.ndarray | None = None
     diagnostic: np.ndarray | None = None
     candidates: list[dict] = field(default_factory=list)
+    reliable: np.ndarray | None = None
 
     def __post_init__(self):
         n = len(self.elpd_loo)
@@ -68,9 +73,12 @@ class PointwiseLoo:
             self.loo_prob = np.full(n, np.nan)
         if self.diagnostic is None:
             self.diagnostic = np.full(n, np.nan)
+        if self.reliable is None:
+            self.reliable = np.asarray(self.khat_after, dtype=float) <= self.khat_threshold
+        self.reliable = np.asarray(self.reliable, dtype=bool).copy()
         self.r_eff = np.broadcast_to(np.asarray(self.r_eff, dtype=float), (n,)).copy()
         for name in ("p_loo", "lpd", "mcse_elpd_loo", "khat", "khat_after", "method", "rho",
-                     "loo_prob", "diagnostic"):
+                     "loo_prob", "diagnostic", "reliable"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} has length {len(getattr(self, name))}, expected {n}")
 
@@ -86,8 +94,7 @@ class PointwiseLoo:
     @property
     def unreliable(self) -> np.ndarray:
         """Observations whose final estimate is not shown to be reliable by its diagnostic."""
-        k = np.where(np.isnan(self.khat_after), -np.inf, self.khat_after)
-        return (k > self.khat_threshold) & (self.method != "refit") & (self.method != "mixis")
+        return ~self.reliable
 
     def estimates(self) -> dict[str, float]:
         """Totals with standard errors as R loo computes them (SE with the n-1 variance)."""

@@ -115,6 +115,31 @@ class LogisticRegression(SigmoidModel):
             raise ValueError("this prior has no hyperparameters; pass hyper=None")
         return None
 
+    def log_prior_change_along(self, theta, direction, hyper):
+        """(B, C) with log prior(theta + h D) - log prior(theta) = h B + h^2 C, or None.
+
+        Exact for Gaussian (and flat) priors, including the horseshoe's conditional
+        Gaussian with each draw's scales; None for Student-t priors.
+        """
+        theta = self._check_theta(theta)
+        scales = self._check_hyper(theta, hyper)
+        priors = ([self.intercept_prior] if self.has_intercept else [])
+        if scales is None:
+            priors = priors + [self.prior] * self.n_coef
+        if any(not isinstance(p, (Normal, Flat)) for p in priors):
+            return None
+        prec = np.array([0.0 if isinstance(p, Flat) else 1.0 / p.sd**2 for p in priors])
+        loc = np.array([0.0 if isinstance(p, Flat) else p.loc for p in priors])
+        if scales is not None:
+            prec = np.concatenate([np.broadcast_to(prec, (theta.shape[0], prec.size)),
+                                   1.0 / scales**2], axis=1)
+            loc = np.concatenate([loc, np.zeros(self.n_coef)])
+        d = np.asarray(direction, dtype=float)
+        b = -np.einsum("sp,sp->s", prec * (theta - loc), d) if prec.ndim == 2 else \
+            -((theta - loc) * d) @ prec
+        c = -0.5 * (np.einsum("sp,sp->s", prec * d, d) if prec.ndim == 2 else (d * d) @ prec)
+        return b, c
+
     def log_prior(self, theta, hyper):
         theta = self._check_theta(theta)
         scales = self._check_hyper(theta, hyper)

@@ -174,14 +174,16 @@ class GradientFlowStep:
     step_for_rho = h_for_rho
 
     # ------------------------------------------------------------------ apply
-    def apply(self, h: float) -> tuple[np.ndarray, np.ndarray]:
-        """(phi (S, P), log|det J| (S,)) for step h; h = 0 gives (theta, 0) exactly."""
+    def direction(self) -> np.ndarray:
+        """D with T(theta) = theta + h D: the step is affine in h."""
+        return self.grad_mu * self.phi[:, None]
+
+    def log_abs_det(self, h: float) -> np.ndarray:
+        """log|det J| (S,) for step h, without forming the transformed draws."""
         h = float(h)
-        a = h * self.phi
-        phi_out = self.grad_mu * a[:, None]
-        phi_out += self.theta
         if h == 0.0:
-            return phi_out, np.zeros(self.theta.shape[0])
+            return np.zeros(self.theta.shape[0])
+        a = h * self.phi
         m = self.model
         if m.hessian_is_zero:
             logdet_a = 0.0
@@ -195,7 +197,14 @@ class GradientFlowStep:
             )
             q_m = m.hess_inv_quad(self.theta, self.i, a, self.grad_mu, self.grad_mu)
         x = h * (self.phi_g * q_g + self.phi_m * q_m)
-        return phi_out, logdet_a + log1p_abs(x)
+        return logdet_a + log1p_abs(x)
+
+    def apply(self, h: float) -> tuple[np.ndarray, np.ndarray]:
+        """(phi (S, P), log|det J| (S,)) for step h; h = 0 gives (theta, 0) exactly."""
+        h = float(h)
+        phi_out = self.grad_mu * (h * self.phi)[:, None]
+        phi_out += self.theta
+        return phi_out, self.log_abs_det(h)
 
     def apply_rho(self, rho: float):
         return self.apply(self.h_for_rho(rho))

@@ -62,16 +62,28 @@ class MomentMatchStep:
             raise ValueError(f"rho must be finite and >= 0, got {rho}")
         return rho
 
-    def apply(self, rho: float):
-        rho = float(rho)
+    def direction(self) -> np.ndarray:
+        """D with T(theta) = theta + rho D: the step is affine in rho."""
+        if self.name == "mm1":
+            return np.broadcast_to(self.mean_w - self.mean, self.theta.shape)
+        return (self.scale - 1.0) * self.theta + (self.mean_w - self.scale * self.mean)
+
+    def log_abs_det(self, rho: float) -> np.ndarray:
         S = self.theta.shape[0]
         if self.name == "mm1":
-            return self.theta + rho * (self.mean_w - self.mean), np.zeros(S)
+            return np.zeros(S)
+        diag = 1.0 + float(rho) * (self.scale - 1.0)
+        return np.full(S, np.sum(np.log(np.abs(diag))))
+
+    def apply(self, rho: float):
+        rho = float(rho)
+        if self.name == "mm1":
+            return self.theta + rho * (self.mean_w - self.mean), self.log_abs_det(rho)
         diag = 1.0 + rho * (self.scale - 1.0)
         offset = rho * (self.mean_w - self.scale * self.mean)
         phi = self.theta * diag
         phi += offset
-        return phi, np.full(S, np.sum(np.log(np.abs(diag))))
+        return phi, self.log_abs_det(rho)
 
     def apply_rho(self, rho: float):
         return self.apply(self.step_for_rho(rho))
