@@ -25,6 +25,9 @@ _LAZY = {
     "PointwiseLoo": ("loo_adapt.result", "PointwiseLoo"),
     "save_report": ("loo_adapt.report", "save_report"),
     "plot_khat": ("loo_adapt.plots", "plot_khat"),
+    "StanProgram": ("loo_adapt.program", "StanProgram"),
+    "refit_loo": ("loo_adapt.refit", "refit_loo"),
+    "load_ovarian": ("loo_adapt.datasets", "load_ovarian"),
 }
 
 __all__ = sorted(_LAZY) + ["psis", "__version__"]

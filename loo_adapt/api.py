@@ -276,4 +276,3 @@ def _apply_refit(result, program, refit_kwargs, seed):
         _need_program(program, "refit")
     refit = refit_loo(order, program, **kwargs)
     refit.apply_to(result)
-    result.reliable[result.method == "refit"] = True
