@@ -263,6 +263,7 @@ def _apply_mixis(result, program, mixis_draws, var_name, max_mcse, seed, replace
     if replace_all:
         # p_loo is defined against the posterior: take lpd from the mixture too (SNIS)
         result.lpd = est.lpd.copy()
+        result.mcse_total = est.mcse_total
 
 
 def _apply_refit(result, program, refit_kwargs, seed):

@@ -68,6 +68,7 @@ class MixISResult:
     ess_mcse: np.ndarray
     log_weights: np.ndarray
     n_samples: int
+    mcse_total: float = float("nan")
 
 
 def _as_draws(log_lik, name="log_lik"):
@@ -238,6 +239,20 @@ def mixis_loo(log_lik):
         ess_z = np.full(n, float(S))
     ess_z = np.where(var_z > 0, ess_z, float(S))
     mcse = np.sqrt(var_z / ess_z)
+    # The pointwise errors share the draws and are strongly correlated (a chain that
+    # over-weights a mode shifts every observation), so the total's MCSE comes from the
+    # influence values of the sum, not from adding pointwise MCSEs in quadrature; with
+    # several chains the spread of per-chain totals is a second, mode-sensitive estimate.
+    z_total = z.sum(axis=1)
+    var_total = z_total.var(ddof=1)
+    ess_total = ess_mean(z_total.reshape(chains, draws, 1))[0] if draws >= 4 else float(S)
+    mcse_total = float(np.sqrt(var_total / ess_total)) if var_total > 0 else 0.0
+    if chains >= 4:
+        per_chain = [
+            float(np.sum(logsumexp(neg_lse[c]) - logsumexp(log_ratio[c], axis=0)))
+            for c in range(chains)
+        ]
+        mcse_total = max(mcse_total, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
     return MixISResult(
         elpd_loo=elpd,
         lpd=lpd,
@@ -247,6 +262,7 @@ def mixis_loo(log_lik):
         ess_mcse=ess_z,
         log_weights=log_w,
         n_samples=S,
+        mcse_total=mcse_total,
     )
 
 

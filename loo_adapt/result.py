@@ -42,6 +42,9 @@ class PointwiseLoo:
         reliable (k-hat at most the threshold for importance sampling, MCSE at most the
         accepted bound for MixIS, always for an exact refit).  Derived from ``khat_after``
         when not given.
+    mcse_total : Monte Carlo SE of the total elpd_loo when the estimator knows it (MixIS:
+        its pointwise errors are correlated); else the pointwise MCSEs are added in
+        quadrature, as R loo does.
     """
 
     elpd_loo: np.ndarray
@@ -60,6 +63,7 @@ class PointwiseLoo:
     diagnostic: np.ndarray | None = None
     candidates: list[dict] = field(default_factory=list)
     reliable: np.ndarray | None = None
+    mcse_total: float | None = None
 
     def __post_init__(self):
         n = len(self.elpd_loo)
@@ -106,4 +110,6 @@ class PointwiseLoo:
         out["looic"] = -2.0 * out["elpd_loo"]
         out["se_looic"] = 2.0 * out["se_elpd_loo"]
         out["mcse_elpd_loo"] = float(np.sqrt(np.nansum(self.mcse_elpd_loo**2)))
+        if self.mcse_total is not None and np.isfinite(self.mcse_total):
+            out["mcse_elpd_loo"] = max(out["mcse_elpd_loo"], float(self.mcse_total))
         return out

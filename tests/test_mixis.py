@@ -99,6 +99,12 @@ def test_mcse_matches_replication_spread():
     # component dominates). The sd of a sample sd over 300 replications is ~4%; allow 15%.
     ratio = np.sqrt(np.mean(se**2, axis=0)) / spread
     assert np.all(np.abs(ratio - 1) < 0.15), ratio
+    # the total's MCSE (influence values of the sum, as the pointwise errors are
+    # correlated through the shared draws) predicts the spread of the total
+    total_spread = est.sum(axis=1).std(ddof=1)
+    total_se = np.sqrt(np.mean([mixis_loo(_log_lik(_exact_mixture_draws(Y, S, rng), Y))
+                                .mcse_total ** 2 for _ in range(100)]))
+    assert abs(total_se / total_spread - 1) < 0.2, (total_se, total_spread)
     # and the estimator is unbiased to within its Monte Carlo error
     bias = est.mean(axis=0) - _loo_truth(Y)
     assert np.all(np.abs(bias) < 4 * spread / np.sqrt(R) + 1.0 / S), bias
