@@ -241,6 +241,16 @@ def _assemble(
     )
 
 
+def read_columns(names, values, *, method: str = "mcmc", source: str = "columns") -> Draws:
+    """Draws from flat Stan columns: ``values`` (chains, draws, columns), ``names`` per column.
+
+    ``W1[2,3]`` or ``W1.2.3`` names are placed by their 1-based indices, so variables get
+    Stan's declared shapes whatever the column order; ``*__`` columns go to sample_stats
+    (and give log_p/log_q for approximate methods).
+    """
+    return _assemble(values, list(names), method, source)
+
+
 def _densities_from_stats(stats: Mapping[str, np.ndarray], method: str, source: str):
     p_name, q_name = _DENSITY_COLUMNS[method]
     missing = [n for n in (p_name, q_name) if n not in stats]

@@ -343,89 +343,21 @@ def select_backend(backend: str = "auto") -> str:
 # --------------------------------------------------------------------------- draws
 
 
-_FLAT_NAME = re.compile(r"^(?P<base>[^\[\].]+)(?:\[(?P<br>\d+(?:,\d+)*)\]|(?P<dot>(?:\.\d+)+))?$")
+def draws_from_columns(names, values, *, method: str = "mcmc", source: str = "") -> Draws:
+    """Draws from flat Stan columns (see `loo_adapt.readers.read_columns`)."""
+    from loo_adapt.readers import read_columns
 
-
-def draws_from_columns(
-    names, values, *, method: str = "mcmc", log_p=None, log_q=None, source: str = ""
-) -> Draws:
-    """Draws from flat Stan columns: ``values`` (chains, draws, columns), ``names`` per column.
-
-    Names like ``W1[2,3]`` (CSV / cmdstanpy / stanli) or ``W1.2.3`` (PyStan) are placed by
-    their 1-based indices, so the result has Stan's declared shapes whatever order the
-    columns come in. Columns ending in ``__`` go to ``sample_stats``.
-    """
-    names = list(names)
-    values = np.asarray(values, dtype=np.float64)
-    if values.ndim != 3 or values.shape[2] != len(names):
-        raise ValueError(
-            f"values must be (chains, draws, {len(names)} columns), got shape {values.shape}"
-        )
-    groups: dict[str, list[tuple[tuple[int, ...], int]]] = {}
-    stats = {}
-    for col, name in enumerate(names):
-        if name.endswith("__"):
-            stats[name] = values[:, :, col]
-            continue
-        m = _FLAT_NAME.match(name)
-        if m is None:
-            raise ValueError(f"cannot parse Stan column name {name!r}")
-        idx_text = m.group("br") or (m.group("dot") or "")[1:]
-        idx = tuple(int(i) - 1 for i in idx_text.replace(".", ",").split(",")) if idx_text else ()
-        groups.setdefault(m.group("base"), []).append((idx, col))
-    variables = {}
-    chains, n_draws = values.shape[:2]
-    for base, entries in groups.items():
-        ndim = {len(idx) for idx, _ in entries}
-        if len(ndim) != 1:
-            raise ValueError(f"columns of {base!r} have inconsistent index depth")
-        if ndim == {0}:
-            variables[base] = values[:, :, entries[0][1]]
-            continue
-        shape = tuple(max(idx[k] for idx, _ in entries) + 1 for k in range(ndim.pop()))
-        if len(entries) != int(np.prod(shape)):
-            raise ValueError(f"columns of {base!r} do not fill its shape {shape}")
-        arr = np.empty((chains, n_draws) + shape)
-        for idx, col in entries:
-            arr[(slice(None), slice(None)) + idx] = values[:, :, col]
-        variables[base] = arr
-    return Draws(
-        variables=variables, method=method, log_p=log_p, log_q=log_q,
-        sample_stats=stats, source=source,
-    )
+    return read_columns(names, values, method=method, source=source or "columns")
 
 
 def draws_from_cmdstanpy(fit, *, source: str = "") -> Draws:
-    """Draws from a cmdstanpy result (CmdStanMCMC, CmdStanVB, CmdStanLaplace, CmdStanPathfinder).
+    """Draws from a cmdstanpy result (see `loo_adapt.readers.read_cmdstanpy`)."""
+    from loo_adapt.readers import read_cmdstanpy
 
-    Approximate methods carry ``log_p`` and ``log_q``: ADVI ``log_p__``/``log_g__`` (the
-    mean row CmdStan writes first is not a draw and is left out), Laplace
-    ``log_p__``/``log_q__``, Pathfinder ``lp__``/``lp_approx__``.
-    """
-    kind = type(fit).__name__
-    names = list(fit.column_names)
-    if kind == "CmdStanMCMC":
-        values = np.swapaxes(fit.draws(concat_chains=False), 0, 1)
-        return draws_from_columns(names, values, method="mcmc", source=source)
-    if kind == "CmdStanVB":
-        # variational_sample already omits the mean row
-        values = np.asarray(fit.variational_sample)[None]
-        method, p_col, q_col = "advi", "log_p__", "log_g__"
-    elif kind == "CmdStanLaplace":
-        values = np.asarray(fit.draws())[None]
-        method, p_col, q_col = "laplace", "log_p__", "log_q__"
-    elif kind == "CmdStanPathfinder":
-        values = np.asarray(fit.draws())[None]
-        method, p_col, q_col = "pathfinder", "lp__", "lp_approx__"
-    else:
-        raise TypeError(f"cannot convert a {kind} to Draws")
-    if values.ndim != 3:
-        values = values.reshape(1, values.shape[-2], values.shape[-1])
-    log_p = values[:, :, names.index(p_col)]
-    log_q = values[:, :, names.index(q_col)]
-    return draws_from_columns(
-        names, values, method=method, log_p=log_p, log_q=log_q, source=source
-    )
+    draws = read_cmdstanpy(fit)
+    if source:
+        draws.source = source
+    return draws
 
 
 # --------------------------------------------------------------------------- fitting
@@ -513,9 +445,11 @@ def fit(
             chains=chains, seed=seed, warmup=warmup, samples=draws, delta=delta,
             max_depth=max_treedepth, refresh=refresh,
         )
-        names = list(result.names) + list(stanli.SAMPLER_COLUMNS)
-        values = np.concatenate([result.draws(), result.sampler_stats], axis=2)
-        return draws_from_columns(names, values, method="mcmc", source=source)
+        from loo_adapt.readers import read_stanli
+
+        out = read_stanli(result)
+        out.source = source
+        return out
     import stan  # PyStan 3
 
     posterior = stan.build(path.read_text(), data=_jsonable(data), random_seed=seed)
