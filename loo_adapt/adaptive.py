@@ -34,7 +34,13 @@ from scipy.special import expit, logsumexp
 
 from .psis import mcse_elpd, psislw
 from .result import PointwiseLoo
-from .transforms import DEFAULT_RHO, TRANSFORMS, posterior_sd, posterior_terms
+from .transforms import (
+    DEFAULT_RHO,
+    TRANSFORMS,
+    posterior_sd,
+    posterior_terms,
+    prepare_first_order,
+)
 
 SELECTIONS = ("split", "split_keep", "min_khat", "min_khat_fallback")
 
@@ -100,6 +106,7 @@ def adapt_loo(
     seed=None,
     var_name: str = "log_lik",
     keep_candidates: bool = True,
+    jacobian: str = "exact",
 ) -> PointwiseLoo:
     """Adaptive IS for the observations of ``base`` (a `psis.PsisLoo`) above the threshold.
 
@@ -116,7 +123,11 @@ def adapt_loo(
         draws, success if below the threshold) or "min_khat_fallback" (the paper's rule, but
         keep PSIS when no candidate is below it).
     seed : seeds the random halves of ``selection="split"``.
+    jacobian : "exact" (the model family's exact log|det J|) or "first_order" (Eq. 27,
+        log|1 + h div Q|, for KL/Var/LL; MM1/MM2 are always exact).
     """
+    if jacobian not in ("exact", "first_order"):
+        raise ValueError(f"jacobian must be 'exact' or 'first_order', got {jacobian!r}")
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     unknown = [t for t in transforms if t not in TRANSFORMS]
@@ -163,10 +174,14 @@ def adapt_loo(
         log_ratios = [offset - ll_theta[:, i]]
         ll_is, prob1s = [ll_theta[:, i]], [expit(terms.mu[:, i])]
         for name in transforms:
-            step = TRANSFORMS[name](
-                model, theta, hyper, i, post_sd=post_sd, terms=terms,
-                log_weights=base.log_weights[:, i],
-            )
+            if jacobian == "first_order" and name in ("kl", "var", "ll"):
+                step = prepare_first_order(name, model, theta, hyper, i, post_sd=post_sd,
+                                           terms=terms)
+            else:
+                step = TRANSFORMS[name](
+                    model, theta, hyper, i, post_sd=post_sd, terms=terms,
+                    log_weights=base.log_weights[:, i],
+                )
             direction = step.direction()
             if linear:
                 # phi(h) = theta + h D and mu is linear in the block: one product per step
@@ -207,6 +222,10 @@ def adapt_loo(
 def _choose(result, i, names, rhos, cand, selection, halves, r_eff, threshold,
             keep_candidates):
     elpd, prob, khat, mcse = _estimates(*cand, r_eff)
+    # plain PSIS from the user's own log_lik, restored exactly when no candidate is kept
+    original = (result.elpd_loo[i], result.loo_prob[i], result.khat_after[i],
+                result.mcse_elpd_loo[i])
+    keep_original = False
     if selection in ("split", "split_keep"):
         a, b = halves
         k_a = _estimates(*cand, r_eff, rows=a)[2]
@@ -220,22 +239,20 @@ def _choose(result, i, names, rhos, cand, selection, halves, r_eff, threshold,
         result.loo_prob[i] = 0.5 * (e_a[1][0] + e_b[1][0])
         result.khat_after[i] = max(e_a[2][0], e_b[2][0])
         result.mcse_elpd_loo[i] = 0.5 * float(np.hypot(e_a[3][0], e_b[3][0]))
-        if selection == "split" and not result.khat_after[i] <= threshold:
-            # no candidate is shown reliable on held-out draws: keep plain PSIS and flag it
-            cols = [0]
-            result.elpd_loo[i] = elpd[0]
-            result.loo_prob[i] = prob[0]
-            result.khat_after[i] = khat[0]
-            result.mcse_elpd_loo[i] = mcse[0]
+        # no candidate is shown reliable on held-out draws: keep plain PSIS and flag it
+        keep_original = selection == "split" and not result.khat_after[i] <= threshold
     else:
         pick = int(np.nanargmin(khat))
-        if selection == "min_khat_fallback" and not khat[pick] <= threshold:
-            pick = 0
+        keep_original = selection == "min_khat_fallback" and not khat[pick] <= threshold
         cols = [pick]
         result.elpd_loo[i] = elpd[pick]
         result.loo_prob[i] = prob[pick]
         result.khat_after[i] = khat[pick]
         result.mcse_elpd_loo[i] = mcse[pick]
+    if keep_original:
+        cols = [0]
+        (result.elpd_loo[i], result.loo_prob[i], result.khat_after[i],
+         result.mcse_elpd_loo[i]) = original
     result.reliable[i] = result.khat_after[i] <= threshold
     chosen = sorted({names[j] for j in cols})
     result.method[i] = "+".join(chosen)

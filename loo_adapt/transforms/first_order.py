@@ -197,13 +197,21 @@ class FirstOrderStep:
 
     step_for_rho = h_for_rho
 
+    def direction(self) -> np.ndarray:
+        """D with T(theta) = theta + h D."""
+        return self.Q
+
+    def log_abs_det(self, h: float) -> np.ndarray:
+        h = float(h)
+        if h == 0.0:
+            return np.zeros(self.theta.shape[0])
+        return log1p_abs(h * self.divQ)
+
     def apply(self, h: float):
         h = float(h)
         phi = self.Q * h
         phi += self.theta
-        if h == 0.0:
-            return phi, np.zeros(self.theta.shape[0])
-        return phi, log1p_abs(h * self.divQ)
+        return phi, self.log_abs_det(h)
 
     def apply_rho(self, rho: float):
         return self.apply(self.h_for_rho(rho))
