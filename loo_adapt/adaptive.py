@@ -49,6 +49,9 @@ SELECTIONS = ("split", "split_keep", "min_khat", "min_khat_fallback")
 def _loglik_rowsum_and_column(mu, sign, i):
     """sum_j log l_j and log l_i per draw for Bernoulli-logit, without an (S, n) temporary.
 
+    Serial on purpose: measured 4.4 ms serial vs 11.8 ms with prange for S = 4000, n = 54
+    on a loaded 2-core machine; the parallelism is across candidates' other work.
+
     log l = -log(1 + exp(-sign * mu)), in the form that cannot overflow.
     """
     n_draws, n_obs = mu.shape
@@ -151,6 +154,9 @@ def adapt_loo(
         offset = np.zeros(n_samples)
     post_sd = posterior_sd(theta)
     log_prior_theta = model.log_prior(theta, hyper)
+    # mu linear in the block (no Hessian): transformed predictors come from products
+    linear = bool(getattr(model, "hessian_is_zero", False))
+    gaussian = model.gaussian_prior(theta, hyper) if linear else None
     ll_sum_theta = ll_theta.sum(axis=1)
     y = np.asarray(model.y, dtype=float)
     sign = 2.0 * y - 1.0
@@ -165,7 +171,6 @@ def adapt_loo(
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n_samples)
     halves = (np.sort(perm[: n_samples // 2]), np.sort(perm[n_samples // 2 :]))
-    linear = bool(getattr(model, "hessian_is_zero", False))
 
     for i in np.flatnonzero(base.khat > threshold):
         r_eff = float(base.r_eff[i])
@@ -182,11 +187,17 @@ def adapt_loo(
                     model, theta, hyper, i, post_sd=post_sd, terms=terms,
                     log_weights=base.log_weights[:, i],
                 )
-            direction = step.direction()
+            factors = step.direction_factors() if hasattr(step, "direction_factors") else None
+            direction = None if (factors is not None and linear) else step.direction()
             if linear:
-                # phi(h) = theta + h D and mu is linear in the block: one product per step
-                dmu = model.linear_predictor(direction)
-                prior_line = model.log_prior_change_along(theta, direction, hyper)
+                # phi(h) = theta + h D and mu is linear in the block: one product per step,
+                # and none at all when D is a per-draw scale times a fixed row
+                if factors is not None:
+                    dmu = np.outer(factors[0], model.linear_predictor(factors[1][None, :])[0])
+                    prior_line = model.log_prior_change_along(theta, factors, hyper, gaussian)
+                else:
+                    dmu = model.linear_predictor(direction)
+                    prior_line = model.log_prior_change_along(theta, direction, hyper, gaussian)
             for r in rho:
                 h = step.step_for_rho(r)
                 if h == 0.0:
@@ -197,6 +208,8 @@ def adapt_loo(
                     if prior_line is not None:
                         d_prior = h * prior_line[0] + h * h * prior_line[1]
                     else:
+                        if direction is None:
+                            direction = step.direction()
                         d_prior = model.log_prior(theta + h * direction, hyper) - log_prior_theta
                 else:
                     phi = theta + h * direction

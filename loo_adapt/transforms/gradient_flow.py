@@ -144,14 +144,39 @@ class GradientFlowStep:
         self.phi, self.phi_g, self.phi_m, self.log_norm = scalar_field(
             kind, model, theta, hyper, i, self.mu_i, terms.log_post, terms.grad_log_post
         )
-        self.grad_mu = model.grad_linear_predictor(theta, i)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(self.grad_mu == 0.0, 0.0, np.abs(self.grad_mu) / self.post_sd)
-        self.rate = float(np.max(np.abs(self.phi) * ratio.max(axis=1)))
+        # For a model whose grad mu_i is the same row at every draw (logistic regression)
+        # keep that row: the step is then phi_s * row, and every O(S P) product below is a
+        # matrix-vector product instead of an elementwise pass over an (S, P) copy.
+        row_fn = getattr(model, "grad_linear_predictor_row", None)
+        self.row = row_fn(i) if row_fn is not None else None
+        if self.row is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(self.row == 0.0, 0.0, np.abs(self.row) / self.post_sd)
+            self.rate = float(np.max(np.abs(self.phi)) * ratio.max())
+        else:
+            self._grad_mu = model.grad_linear_predictor(theta, i)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(self._grad_mu == 0.0, 0.0, np.abs(self._grad_mu) / self.post_sd)
+            self.rate = float(np.max(np.abs(self.phi) * ratio.max(axis=1)))
         if model.hessian_is_zero:
             # h-independent pieces of the rank-one term, computed once.
-            self._q_g = np.einsum("sp,sp->s", terms.grad_log_post, self.grad_mu)
-            self._q_m = np.einsum("sp,sp->s", self.grad_mu, self.grad_mu)
+            if self.row is not None:
+                self._q_g = terms.grad_log_post @ self.row
+                self._q_m = float(self.row @ self.row)
+            else:
+                self._q_g = np.einsum("sp,sp->s", terms.grad_log_post, self._grad_mu)
+                self._q_m = np.einsum("sp,sp->s", self._grad_mu, self._grad_mu)
+
+    @property
+    def grad_mu(self) -> np.ndarray:
+        """grad mu_i at every draw, (S, P)."""
+        if self.row is not None:
+            return np.broadcast_to(self.row, self.theta.shape)
+        return self._grad_mu
+
+    def direction_factors(self):
+        """(scale (S,), row (P,)) with D = scale[:, None] * row, or None."""
+        return None if self.row is None else (self.phi, self.row)
 
     # ------------------------------------------------------------------ step size
     def h_for_rho(self, rho: float) -> float:

@@ -68,6 +68,12 @@ class MomentMatchStep:
             return np.broadcast_to(self.mean_w - self.mean, self.theta.shape)
         return (self.scale - 1.0) * self.theta + (self.mean_w - self.scale * self.mean)
 
+    def direction_factors(self):
+        """MM1 moves every draw by the same vector: (ones, shift); MM2: None."""
+        if self.name == "mm1":
+            return np.ones(self.theta.shape[0]), self.mean_w - self.mean
+        return None
+
     def log_abs_det(self, rho: float) -> np.ndarray:
         S = self.theta.shape[0]
         if self.name == "mm1":
