@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 from scipy.special import expit, logsumexp
 
-from .psis import mcse_elpd, psislw
+from .psis import mcse_elpd, pareto_k_threshold, psislw
 from .result import PointwiseLoo
 from .transforms import (
     DEFAULT_RHO,
@@ -171,6 +171,10 @@ def adapt_loo(
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n_samples)
     halves = (np.sort(perm[: n_samples // 2]), np.sort(perm[n_samples // 2 :]))
+    # a held-out k-hat is computed on S/2 draws: judge it by the threshold for S/2
+    split_threshold = threshold if khat_threshold is not None else min(
+        threshold, pareto_k_threshold(n_samples // 2)
+    )
 
     for i in np.flatnonzero(base.khat > threshold):
         r_eff = float(base.r_eff[i])
@@ -226,7 +230,8 @@ def adapt_loo(
                 ll_is.append(ll_i)
                 prob1s.append(expit(mu[:, i]))
         cand = (np.column_stack(log_ratios), np.column_stack(ll_is), np.column_stack(prob1s))
-        _choose(result, i, names, np.array(rhos), cand, selection, halves, r_eff, threshold,
+        _choose(result, i, names, np.array(rhos), cand, selection, halves, r_eff,
+                split_threshold if selection.startswith("split") else threshold,
                 keep_candidates)
     result.p_loo = result.lpd - result.elpd_loo
     return result
