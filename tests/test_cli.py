@@ -1,0 +1,192 @@
+"""The loo-adapt command line: evaluate, fit (round trip through Stan CSV), demo, exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import loo_adapt
+from loo_adapt import stan
+from loo_adapt.cli import main, write_stan_csv
+from loo_adapt.datasets import load_ovarian
+from loo_adapt.models.bundled import model_for
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data" / "cmdstan"
+SAMPLE = DATA / "logistic_normal" / "sample"
+DATA_JSON = DATA / "logistic_normal.data.json"
+
+
+def _results(out):
+    return json.loads((Path(out) / "results.json").read_text())
+
+
+def test_evaluate_fixture_matches_library(tmp_path, capsys):
+    out = tmp_path / "rep"
+    rc = main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model", "logistic",
+               "--out", str(out), "--seed", "4"])
+    printed = capsys.readouterr().out
+    data = json.loads(DATA_JSON.read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ref = loo_adapt.loo(str(SAMPLE), model=model_for("logistic_normal", data), seed=4)
+    stored = _results(out)
+    pw = ref.loo_adapt
+    assert np.array_equal(np.array(stored["pointwise"]["elpd_loo"], float), pw.elpd_loo)
+    assert stored["pointwise"]["method"] == [str(m) for m in pw.method]
+    # exit code 3 exactly when some observation is still unreliable
+    assert stored["n_unreliable"] == int(pw.unreliable.sum())
+    assert rc == (3 if pw.unreliable.any() else 0)
+    assert ref.summary() in printed and "Report written to" in printed
+    for name in ("summary.txt", "metrics.json", "khat.png", "roc.png"):
+        assert (out / name).is_file()
+
+    # explicit default names give the same numbers; --quiet prints nothing
+    out2 = tmp_path / "rep2"
+    rc2 = main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model",
+                "logistic_normal", "--names", "coef=beta,intercept=alpha", "--out", str(out2),
+                "--seed", "4", "--quiet"])
+    assert rc2 == rc and capsys.readouterr().out == ""
+    assert _results(out2)["pointwise"]["elpd_loo"] == stored["pointwise"]["elpd_loo"]
+
+
+def test_evaluate_plain_psis_and_paper_rule(tmp_path, capsys):
+    rc = main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model", "logistic",
+               "--no-adapt", "--out", str(tmp_path / "a"), "-q"])
+    plain = _results(tmp_path / "a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ref = loo_adapt.loo(str(SAMPLE)).loo_adapt
+    assert np.array_equal(np.array(plain["pointwise"]["khat"], float), ref.khat)
+    assert set(plain["pointwise"]["method"]) == {"psis"} and plain["candidates"] == []
+    assert rc == 3  # 29 of 54 observations above the threshold (fixture README)
+    main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model", "logistic",
+          "--transforms", "kl", "ll", "--selection", "min_khat", "--out", str(tmp_path / "b"),
+          "-q"])
+    paper = _results(tmp_path / "b")
+    assert {c["transform"] for c in paper["candidates"]} == {"psis", "kl", "ll"}
+
+
+def test_fit_then_evaluate_round_trip(tmp_path, capsys):
+    X, y = load_ovarian(standardize=False)
+    csv = tmp_path / "tiny.csv"
+    np.savetxt(csv, np.column_stack([y, X[:, :3]]), delimiter=",", header="y,a,b,c",
+               comments="")
+    out = tmp_path / "fit"
+    rc = main(["fit", "--model", "logistic", "--data", str(csv), "--standardize",
+               "--chains", "2", "--draws", "100", "--warmup", "100", "--seed", "7",
+               "--backend", "stanli", "--mixis", "--out", str(out)])
+    assert rc == 0
+    assert "loo-adapt evaluate" in capsys.readouterr().out
+    data = json.loads((out / "data.json").read_text())
+    Xs = (X[:, :3] - X[:, :3].mean(0)) / X[:, :3].std(0, ddof=1)
+    np.testing.assert_allclose(data["X"], Xs, rtol=0, atol=1e-12)
+    assert data["y"] == y.tolist() and data["mixis"] == 0
+    draws = loo_adapt.read_csv(sorted(out.glob("logistic_normal_*.csv")))
+    assert draws.method == "mcmc" and draws.shape == (2, 100)
+    assert draws["beta"].shape == (2, 100, 3) and draws.log_lik().shape == (2, 100, 54)
+    # the same seed through the library gives the same draws, bit for bit after the CSV
+    direct = stan.fit("logistic_normal", data, backend="stanli", chains=2, draws=100,
+                      warmup=100, seed=7)
+    for name in ("alpha", "beta", "log_lik"):
+        assert np.array_equal(draws[name], direct[name]), name
+    mix = loo_adapt.read_csv(sorted((out / "mixis").glob("*.csv")))
+    assert mix.shape == (2, 100)
+
+    rc = main(["evaluate", *map(str, sorted(out.glob("logistic_normal_*.csv"))), "--data",
+               str(out / "data.json"), "--model", "logistic", "--mixis-csv",
+               *map(str, sorted((out / "mixis").glob("*.csv"))), "--out", str(out / "rep"),
+               "-q"])
+    stored = _results(out / "rep")
+    assert rc == (3 if stored["n_unreliable"] else 0)
+    assert stored["n_obs"] == 54 and stored["n_samples"] == 200
+
+
+def test_fit_reads_the_shipped_gzipped_csv(tmp_path):
+    src = ROOT / "loo_adapt" / "data" / "ovarian.csv.gz"
+    out = tmp_path / "rhs"
+    rc = main(["fit", "--model", "logistic-rhs", "--data", str(src), "--columns", "5",
+               "--columns-seed", "3", "--standardize", "--prior", "p0=2", "--chains", "1",
+               "--draws", "50", "--warmup", "50", "--backend", "stanli", "--out", str(out),
+               "-q"])
+    assert rc == 0
+    X, y = load_ovarian(standardize=False)
+    cols = np.sort(np.random.default_rng(3).choice(X.shape[1], 5, replace=False))
+    data = json.loads((out / "data.json").read_text())
+    Xs = (X[:, cols] - X[:, cols].mean(0)) / X[:, cols].std(0, ddof=1)
+    np.testing.assert_allclose(data["X"], Xs, rtol=0, atol=1e-12)
+    assert data["scale_global"] == pytest.approx(2 / (3 * np.sqrt(54)), rel=1e-14)
+    draws = loo_adapt.read_csv(out / "logistic_rhs_1.csv")
+    assert draws["beta"].shape == (1, 50, 5) and draws["beta0"].shape == (1, 50, 1)
+
+
+def test_write_stan_csv_matrix_order(tmp_path):
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(2, 5, 3, 4))
+    d = loo_adapt.Draws({"W1": w, "b": rng.normal(size=(2, 5)), "log_lik": -rng.exponential(
+        size=(2, 5, 6))}, sample_stats={"lp__": rng.normal(size=(2, 5))})
+    paths = write_stan_csv(d, tmp_path, "m", model="m", config={})
+    header = paths[0].read_text().splitlines()[13]
+    assert header.startswith("lp__,W1.1.1,W1.2.1,W1.3.1,W1.1.2")  # CmdStan: column-major
+    back = loo_adapt.read_csv(paths)
+    assert np.array_equal(back["W1"], w) and np.array_equal(back["b"], d["b"])
+    assert np.array_equal(back.sample_stats["lp__"], d.sample_stats["lp__"])
+
+
+def test_demo_quick(tmp_path, capsys):
+    t0 = time.perf_counter()
+    rc = main(["demo", "--quick", "--out", str(tmp_path / "demo")])
+    seconds = time.perf_counter() - t0
+    printed = capsys.readouterr().out
+    assert rc == 0 and seconds < 90
+    stored = _results(tmp_path / "demo")
+    assert stored["n_obs"] == 54 and stored["n_samples"] == 600
+    assert "without looking at y" in printed and "Pareto k diagnostic values" in printed
+    assert "elpd_loo" in printed and f"{tmp_path / 'demo'}" in printed
+    assert (tmp_path / "demo" / "roc.png").is_file()
+
+
+def test_errors_in_process(tmp_path, capsys):
+    rc = main(["evaluate", str(tmp_path / "missing.csv"), "--data", str(DATA_JSON),
+               "--model", "logistic", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "missing.csv" in err and "Traceback" not in err
+    rc = main(["evaluate", str(SAMPLE), "--data", str(tmp_path / "nodata.json"), "--model",
+               "logistic", "--out", str(tmp_path / "o")])
+    assert rc == 1 and "nodata.json" in capsys.readouterr().err
+    rc = main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model", "logistic",
+               "--names", "coef=gamma", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "gamma" in err
+    rc = main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model", "logistic",
+               "--names", "slope=beta", "--out", str(tmp_path / "o")])
+    assert rc == 1 and "unknown role 'slope'" in capsys.readouterr().err
+    rc = main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model", "probit",
+               "--out", str(tmp_path / "o")])
+    assert rc == 2 and "invalid choice: 'probit'" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("y,a\n0,1.0\n2,0.5\n1,0.3\n")
+    rc = main(["fit", "--model", "logistic", "--data", str(bad), "--out", str(tmp_path / "f"),
+               "--backend", "stanli"])
+    assert rc == 1 and "0/1" in capsys.readouterr().err
+    assert main(["--version"]) == 0 and loo_adapt.__version__ in capsys.readouterr().out
+    assert main([]) == 2
+
+
+def test_subprocess_exit_codes(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "loo_adapt.cli", "evaluate", str(tmp_path / "nope.csv"),
+         "--data", str(DATA_JSON), "--model", "relu", "--out", str(tmp_path / "o")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1
+    assert "nope.csv" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "loo_adapt.cli", "fit", "--model", "relu"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "required" in proc.stderr
