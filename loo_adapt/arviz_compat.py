@@ -112,8 +112,12 @@ def to_elpd_data(
     cls = elpd_data_class()
     elpd_i = _pointwise_da(factor * result.elpd_loo, "loo_i", obs_dim)
     # arviz's printed k table and plot_khat read "pareto_k": report the k-hat of the
-    # estimator actually used, so an observation fixed by adaptation counts as good.
-    khat = np.where(np.isnan(result.khat_after), result.khat, result.khat_after)
+    # estimator actually used, so an observation fixed by adaptation counts as good, and
+    # NaN for MixIS and refits, which have no k-hat (arviz then leaves them out of its
+    # table; .summary() lists them by estimator).
+    no_khat = np.isin(result.method.astype(str), ("mixis", "refit"))
+    khat = np.where(no_khat, np.nan, np.where(np.isnan(result.khat_after), result.khat,
+                                              result.khat_after))
     pareto_k = _pointwise_da(khat, "pareto_shape", obs_dim)
     if cls.__mro__[1].__module__.startswith("arviz.stats"):
         data = [
