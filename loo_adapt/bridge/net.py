@@ -149,6 +149,29 @@ class ReluNet:
         _, a, m = self.hidden(X)
         return np.sum(a * a, 1) + 1.0 + (m @ self.w2**2) * (np.sum(X * X, 1) + 1.0)
 
+    def ntk_vjp(self, X1, X2, G) -> np.ndarray:
+        """d/dX2 of sum_ij G_ij k(X1_i, X2_j), shape X2.shape (k = `ntk`, unscaled).
+
+        With z = W1^T x2 + b1:  dk(x1, x2)/dx2 = W1 (a(x1) * m(x2)) + x1 sum_k w2_k^2
+        m_k(x1) m_k(x2).  The kernel is only piecewise smooth in x2: on a kink
+        (z_k = 0) the indicator m_k(x2) jumps, so k jumps by w2_k^2 m_k(x1) (x1^T x2 + 1)
+        and the a^T a' term has a corner.  The derivative of the indicator is zero on
+        either side and is taken as zero; at z_k = 0 exactly the unit counts as off
+        (``hidden``'s convention 1[z > 0]), i.e. the one-sided derivative from the
+        inactive side.  Across a kink this is not the derivative of anything.
+        For the gradient with respect to both arguments of k(Z, Z) use G + G^T.
+        """
+        X1 = self._check_X(X1)
+        X2 = self._check_X(X2)
+        G = np.asarray(G, dtype=float)
+        if G.shape != (X1.shape[0], X2.shape[0]):
+            raise ValueError(f"G must have shape {(X1.shape[0], X2.shape[0])}, got {G.shape}")
+        _, a1, m1 = self.hidden(X1)
+        _, _, m2 = self.hidden(X2)
+        Q = (m1 * self.w2**2) @ m2.T.astype(float)  # the mask factor of k
+        Q *= G
+        return ((G.T @ a1) * m2) @ self.W1.T + Q.T @ X1
+
     # -- symmetries --------------------------------------------------------------------
     def canonical(self) -> np.ndarray:
         """theta with hidden units sorted, so permuted copies of a mode compare equal."""
@@ -215,6 +238,15 @@ class LinearModel:
     def ntk_diag(self, X):
         X = self._check_X(X)
         return np.sum(X * X, 1) + 1.0
+
+    def ntk_vjp(self, X1, X2, G):
+        """d/dX2 of sum_ij G_ij k(X1_i, X2_j) with k = x1^T x2 + 1 (smooth)."""
+        X1 = self._check_X(X1)
+        X2 = self._check_X(X2)
+        G = np.asarray(G, dtype=float)
+        if G.shape != (X1.shape[0], X2.shape[0]):
+            raise ValueError(f"G must have shape {(X1.shape[0], X2.shape[0])}, got {G.shape}")
+        return G.T @ X1
 
     def canonical(self):
         return self.theta
