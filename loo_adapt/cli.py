@@ -240,8 +240,8 @@ def _print_result(args, res, out_dir, files, extra=""):
         return
     print(res)
     if np.isin(np.asarray(res.loo_adapt.method).astype(str), ("mixis", "refit")).any():
-        print("(arviz's k table above counts observations estimated by MixIS or refits by "
-              "their PSIS k-hat; the table below shows k-hat before and after.)")
+        print("(arviz's k table above leaves out the observations estimated by MixIS or "
+              "refits, which have no k-hat; the table below shows k-hat before and after.)")
     print()
     print(res.summary())
     if extra:
