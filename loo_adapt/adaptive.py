@@ -231,15 +231,21 @@ def adapt_loo(
                 ll_is.append(ll_i)
                 prob1s.append(expit(mu[:, i]))
         cand = (np.column_stack(log_ratios), np.column_stack(ll_is), np.column_stack(prob1s))
-        _choose(result, i, names, np.array(rhos), cand, selection, halves, r_eff,
+        select_candidate(result, i, names, np.array(rhos), cand, selection, halves, r_eff,
                 split_threshold if selection.startswith("split") else threshold,
                 keep_candidates)
     result.p_loo = result.lpd - result.elpd_loo
     return result
 
 
-def _choose(result, i, names, rhos, cand, selection, halves, r_eff, threshold,
-            keep_candidates):
+def select_candidate(result, i, names, rhos, cand, selection, halves, r_eff, threshold,
+                     keep_candidates):
+    """Choose among observation i's candidates and write the estimate into ``result``.
+
+    ``cand`` = (log ratios, log l_i at the transformed draws, P(y_i = 1) there), each
+    (S, C) with column 0 the untransformed draws (plain PSIS); ``halves`` are the two
+    random halves of the draws for the split rules. Shared by the full-space flows.
+    """
     elpd, prob, khat, mcse = _estimates(*cand, r_eff)
     # plain PSIS from the user's own log_lik, restored exactly when no candidate is kept
     original = (result.elpd_loo[i], result.loo_prob[i], result.khat_after[i],

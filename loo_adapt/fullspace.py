@@ -580,10 +580,12 @@ def gradient_flow_step(kind, U, lp, grad_lp, ll_i, grad_ll_i, lap_ll_i, rho, sd=
 class GradientFlowResult:
     """Gradient-flow LOO candidates in the full unconstrained space.
 
-    candidates : list of dicts (i, transform, rho, h, khat, elpd_loo) for every tried step.
-    elpd_loo, khat : per observation, PSIS values replaced by the candidate of lowest k-hat
-        where that k-hat is below the threshold (the paper's rule: optimistic, since the
-        k-hat is computed on the draws that chose it); ``transform`` and ``rho`` record it.
+    candidates : list of dicts (i, transform, rho, khat, elpd_loo) for every tried step.
+    elpd_loo, khat : per observation, the estimate chosen by ``selection`` (as in
+        `loo_adapt.adaptive.adapt_loo`: "split" chooses on one half of the draws and
+        estimates on the other, so ``khat`` is a held-out k-hat; "min_khat_fallback" is
+        the paper's rule, optimistic because its k-hat is computed on the draws that chose
+        it); ``transform`` and ``rho`` record the choice, "psis" where none is kept.
     """
 
     elpd_loo: np.ndarray
@@ -596,7 +598,8 @@ class GradientFlowResult:
 
 
 def gradient_flow_loo(model, upars, log_lik=None, *, indices=None, transforms=("kl", "ll"),
-                      rho=None, r_eff=1.0, khat_threshold=None, rel_step=1e-4):
+                      rho=None, r_eff=1.0, khat_threshold=None, rel_step=1e-4,
+                      selection="split", seed=None):
     """KL / Var / LL gradient-flow adaptive IS LOO for any Stan model (``StanLogDensity``).
 
     ``grad log l_i`` and its Laplacian come from central differences of the log_lik vector
@@ -620,28 +623,43 @@ def gradient_flow_loo(model, upars, log_lik=None, *, indices=None, transforms=("
     lw0, k0 = psislw(-ll, r_eff=r)
     elpd = logsumexp(ll + lw0, axis=0)
     khat = np.array(k0, dtype=float)
-    transform = np.full(n, "psis", dtype=object)
-    rho_out = np.full(n, np.nan)
     idx = np.flatnonzero(k0 > thr) if indices is None else np.atleast_1d(indices).astype(int)
     lp, grad_lp = model.log_density_gradient(U)
-    candidates = []
+    # the candidate choice is the adaptive driver's, so both spaces select the same way
+    from loo_adapt.adaptive import SELECTIONS, select_candidate
+    from loo_adapt.result import PointwiseLoo
+
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    lpd = logsumexp(ll, axis=0) - np.log(S)
+    result = PointwiseLoo(elpd_loo=elpd.copy(), p_loo=lpd - elpd, lpd=lpd,
+                          mcse_elpd_loo=np.full(n, np.nan), khat=khat.copy(),
+                          khat_threshold=thr, n_samples=S, r_eff=r)
+    perm = np.random.default_rng(seed).permutation(S)
+    halves = (np.sort(perm[: S // 2]), np.sort(perm[S // 2:]))
+    nan = np.full(S, np.nan)
     for i in idx:
-        best = (np.inf, None)
+        names, rhos = ["psis"], [np.nan]
+        lrs, lls = [-ll[:, i]], [ll[:, i]]
         for t in transforms:
             for rh in rho:
                 phi, log_jac, h = gradient_flow_step(t, U, lp, grad_lp, ll0[:, i],
                                                      grad_ll[:, i, :], lap_ll[:, i], rh, sd)
                 ll_phi = model.log_lik(phi, i)
                 lr = log_jac + model.log_density(phi) - lp - ll_phi
-                lw, k = _psis(lr, r[i])
-                e = float(logsumexp(np.where(np.isnan(ll_phi), -np.inf, ll_phi) + lw))
-                candidates.append({"i": int(i), "transform": t, "rho": float(rh), "h": h,
-                                   "khat": k, "elpd_loo": e})
-                if k < best[0]:
-                    best = (k, (t, rh, e))
-        if best[1] is not None and best[0] <= thr:
-            khat[i] = best[0]
-            transform[i], rho_out[i], elpd[i] = best[1]
+                if not np.all(np.isfinite(lr)) or np.isnan(ll_phi).any():
+                    continue  # Stan rejected a transformed draw: not a valid candidate
+                names.append(t)
+                rhos.append(float(rh))
+                lrs.append(lr)
+                lls.append(ll_phi)
+        cand = (np.column_stack(lrs), np.column_stack(lls), np.column_stack([nan] * len(lrs)))
+        select_candidate(result, i, names, np.array(rhos), cand, selection, halves,
+                         float(r[i]), thr, True)
+    elpd, khat = result.elpd_loo, result.khat_after
+    transform = np.asarray(result.method, dtype=object)
+    rho_out = result.rho
+    candidates = result.candidates
     return GradientFlowResult(elpd_loo=elpd, khat=khat, khat_before=np.asarray(k0),
                               transform=transform, rho=rho_out, khat_threshold=thr,
                               candidates=candidates)
