@@ -575,20 +575,24 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal") -> PsisLo
             r = np.ones(n_obs)
     else:
         r = _prepare_r_eff(r_eff, n_obs)
-    lw, khat = psislw(-ll2, r_eff=r, normalize=True)
-    elpd = logsumexp(ll2 + lw, axis=0)
     lpd = logsumexp(ll2, axis=0) - math.log(s_total)
-    mcse = mcse_elpd(ll2, lw, elpd, r, method=mcse_method)
+    return _psis_loo(ll2, -ll2, lpd, r, mcse_method)
+
+
+def _psis_loo(ll, log_ratios, lpd, r_eff, mcse_method) -> PsisLoo:
+    """Smooth the LOO log ratios of (S, n) draws and collect the pointwise results."""
+    lw, khat = psislw(log_ratios, r_eff=r_eff, normalize=True)
+    elpd = logsumexp(ll + lw, axis=0)
     return PsisLoo(
         elpd_loo=elpd,
         p_loo=lpd - elpd,
         lpd=lpd,
-        mcse_elpd_loo=mcse,
+        mcse_elpd_loo=mcse_elpd(ll, lw, elpd, r_eff, method=mcse_method),
         khat=np.asarray(khat, dtype=float),
         log_weights=lw,
-        r_eff=r,
-        khat_threshold=pareto_k_threshold(s_total),
-        n_samples=int(s_total),
+        r_eff=r_eff,
+        khat_threshold=pareto_k_threshold(ll.shape[0]),
+        n_samples=int(ll.shape[0]),
     )
 
 
@@ -611,10 +615,7 @@ def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
         raise ValueError("log_p - log_q must be finite for every draw")
     if not np.all(np.isfinite(ll)):
         raise ValueError("log_lik contains NaN or infinite values")
-    n_obs = ll.shape[1]
-    r = _prepare_r_eff(r_eff, n_obs)
-    lw, khat = psislw(corr[:, None] - ll, r_eff=r, normalize=True)
-    elpd = logsumexp(ll + lw, axis=0)
+    r = _prepare_r_eff(r_eff, ll.shape[1])
     lw_post, k_post = psislw(corr, r_eff=1.0, normalize=True)
     if k_post > pareto_k_threshold(ll.shape[0]):
         warnings.warn(
@@ -624,18 +625,7 @@ def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
             stacklevel=2,
         )
     lpd = logsumexp(ll + lw_post[:, None], axis=0)
-    mcse = mcse_elpd(ll, lw, elpd, r, method=mcse_method)
-    return PsisLoo(
-        elpd_loo=elpd,
-        p_loo=lpd - elpd,
-        lpd=lpd,
-        mcse_elpd_loo=mcse,
-        khat=np.asarray(khat, dtype=float),
-        log_weights=lw,
-        r_eff=r,
-        khat_threshold=pareto_k_threshold(ll.shape[0]),
-        n_samples=int(ll.shape[0]),
-    )
+    return _psis_loo(ll, corr[:, None] - ll, lpd, r, mcse_method)
 
 
 class _CallablePsisModule(types.ModuleType):

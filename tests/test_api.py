@@ -1,0 +1,96 @@
+"""The `loo` verb's paths not covered elsewhere: approximate posteriors, y without a model,
+method="mixis", fallbacks, and input errors."""
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.special import expit, logsumexp
+
+import loo_adapt
+from loo_adapt.arviz_compat import arviz_major
+from loo_adapt.mixis import mixis_loo
+from loo_adapt.readers import read_csv, read_dict
+
+DATA = Path(__file__).parent / "data" / "cmdstan"
+
+
+def _data(name):
+    return json.loads((DATA / f"{name}.data.json").read_text())
+
+
+@pytest.mark.skipif(arviz_major() >= 1, reason="reference is arviz 0.x's psislw")
+def test_advi_draws_use_p_over_q_ratios():
+    import arviz as az
+
+    draws = read_csv(DATA / "logistic_normal" / "variational")
+    assert draws.method == "advi" and draws.n_samples == 1000
+    res = loo_adapt.loo(draws).loo_adapt
+    ll = draws.log_lik().reshape(draws.n_samples, -1)
+    corr = (draws.log_p - draws.log_q).reshape(-1)
+    lw, k = az.psislw((corr[:, None] - ll).T, reff=1.0)  # arviz: draws on the last axis
+    lw = lw.T - logsumexp(lw.T, axis=0)
+    np.testing.assert_allclose(res.elpd_loo, logsumexp(ll + lw, axis=0), atol=1e-8)
+    np.testing.assert_allclose(res.khat, k, atol=1e-6)
+    # lpd is the p/q-weighted (smoothed) estimate of log E_p[l_i], not the plain q mean
+    lw_p, _ = az.psislw(corr, reff=1.0)
+    lw_p = lw_p - logsumexp(lw_p)
+    np.testing.assert_allclose(res.lpd, logsumexp(ll + lw_p[:, None], axis=0), atol=1e-8)
+
+
+def test_poor_approximation_warns():
+    draws = read_csv(DATA / "relu1" / "laplace")  # degenerate Laplace fit (|W1| ~ 1e19)
+    with pytest.warns(UserWarning, match="poor proposal"):
+        loo_adapt.loo(draws)
+
+
+def test_loo_probability_from_y_without_a_model():
+    data = _data("logistic_normal")
+    draws = read_csv(DATA / "logistic_normal" / "sample")
+    y = np.asarray(data["y"])
+    res = loo_adapt.loo(draws, y=y).loo_adapt
+    X = np.asarray(data["X"])
+    eta = draws.flat("alpha")[:, None] + draws.flat("beta") @ X.T
+    ll = draws.log_lik().reshape(draws.n_samples, -1)
+    lw, _ = loo_adapt.psis(-ll, r_eff=res.r_eff)
+    # P(y_i = 1 | y_-i) by the same PSIS weights, from the parameters directly
+    np.testing.assert_allclose(res.loo_prob, np.sum(np.exp(lw) * expit(eta), axis=0),
+                               atol=2e-5)  # CSV log_lik has 6 significant digits
+    with pytest.raises(ValueError, match="binary"):
+        loo_adapt.loo(draws, y=np.full(54, 2))
+
+
+def _mixture_draws(n=12, chains=4, draws=300, seed=0):
+    rng = np.random.default_rng(seed)
+    ll = -np.abs(rng.normal(size=(chains, draws, n)))
+    return read_dict({"log_lik": ll}, method="mcmc"), ll
+
+
+def test_method_mixis_uses_the_mixture_fit_for_every_observation():
+    posterior, _ = _mixture_draws(seed=1)
+    mix, ll_mix = _mixture_draws(seed=2)
+    y = np.ones(12)
+    res = loo_adapt.loo(posterior, method="mixis", mixis_draws=mix, y=y).loo_adapt
+    ref = mixis_loo(ll_mix)
+    np.testing.assert_allclose(res.elpd_loo, ref.elpd_loo, rtol=0, atol=0)
+    assert set(res.method) == {"mixis"}
+    assert np.all(np.isnan(res.khat_after)) and np.all(np.isfinite(res.khat))
+    assert np.array_equal(res.reliable, ref.mcse_elpd_loo <= 0.1)
+    assert res.estimates()["mcse_elpd_loo"] >= ref.mcse_total
+
+
+def test_fallback_errors():
+    posterior, _ = _mixture_draws()
+    with pytest.raises(ValueError, match="unknown fallback"):
+        loo_adapt.loo(posterior, fallback="magic")
+    with pytest.raises(ValueError, match="program"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loo_adapt.loo(posterior, fallback="refit",
+                          khat_threshold=-1.0)
+    with pytest.raises(ValueError, match="method"):
+        loo_adapt.loo(posterior, method="exact")
+    with pytest.raises(ValueError, match="model"):
+        loo_adapt.loo(posterior, adapt=True)
