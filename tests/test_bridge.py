@@ -36,7 +36,7 @@ from loo_adapt.bridge import (
 )
 from loo_adapt.bridge.lla import likelihood_terms
 
-FIXTURE = "/work/shared/fixtures/cmdstan"
+FIXTURE = os.path.join(os.path.dirname(__file__), "data", "cmdstan")
 
 
 def _quad_logistic_normal(m, v, h=expit):
