@@ -58,7 +58,7 @@ def test_cmdstan_fixture_columns_are_standardised_ovarian_columns():
     data_file = fixtures / "logistic_normal.data.json"
     manifest = SHARED / "fixtures" / "cmdstan" / "MANIFEST.json"
     if not (data_file.is_file() and manifest.is_file()):
-        pytest.skip("fixture data or manifest not available")
+        pytest.skip(reason="fixture data or manifest not available")
     # the manifest numbers the predictors as in the CSV header (x1..x1536), i.e. 1-based
     cols = np.array(json.loads(manifest.read_text())["columns_of_ovarian_used"]) - 1
     fix = json.loads(data_file.read_text())

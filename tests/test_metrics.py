@@ -198,7 +198,7 @@ def test_looic_against_arviz_and_formula():
     import arviz as az
 
     if int(az.__version__.split(".")[0]) >= 1:
-        pytest.skip("arviz 0.x API")
+        pytest.skip(reason="arviz 0.x API")
     rng = np.random.default_rng(3)
     ll = rng.normal(-1.0, 0.4, size=(2, 300, 25))
     idata = az.from_dict(posterior={"mu": rng.normal(size=(2, 300))}, log_likelihood={"y": ll})

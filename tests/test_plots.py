@@ -151,7 +151,7 @@ def test_plot_khat_on_arviz_023_elpddata(tmp_path):
     import arviz as az
 
     if int(az.__version__.split(".")[0]) >= 1:
-        pytest.skip("arviz 0.x API (ELPDData as a pandas Series)")
+        pytest.skip(reason="arviz 0.x API (ELPDData as a pandas Series)")
     mu, ll = heavy_tailed_draws()
     idata = az.from_dict(posterior={"mu": mu}, log_likelihood={"y": ll})
     with warnings.catch_warnings():
@@ -196,7 +196,7 @@ def test_plot_khat_real_arviz1_elpddata():
     azs = pytest.importorskip("arviz_stats")
     azb = pytest.importorskip("arviz_base")
     if int(azs.__version__.split(".")[0]) < 1:
-        pytest.skip("needs arviz-stats >= 1")
+        pytest.skip(reason="needs arviz-stats >= 1")
     mu, ll = heavy_tailed_draws()
     dt = azb.from_dict({"posterior": {"mu": mu}, "log_likelihood": {"y": ll}})
     with warnings.catch_warnings():

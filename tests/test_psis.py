@@ -15,7 +15,7 @@ import pytest
 
 if int(az.__version__.split(".")[0]) >= 1:
     pytest.skip(
-        "reference implementation is arviz 0.x's psislw/loo (this job checks arviz 1.x "
+        reason="reference implementation is arviz 0.x's psislw/loo (this job checks arviz 1.x "
         "compatibility in test_arviz_compat.py)",
         allow_module_level=True,
     )

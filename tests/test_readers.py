@@ -319,7 +319,7 @@ def test_cmdstanpy_method_mismatch():
 def test_arviz0_from_cmdstan_round_trip():
     az = pytest.importorskip("arviz")
     if _arviz_major() >= 1:
-        pytest.skip("arviz >= 1 has no from_cmdstan (CSV); covered by the arviz1 tests")
+        pytest.skip(reason="arviz >= 1 has no from_cmdstan (CSV); covered by the arviz1 tests")
     files = [str(f) for f in _files("relu1", "sample")]
     idata = az.from_cmdstan(files, log_likelihood="log_lik")
     from_idata = read_draws(idata)
@@ -341,7 +341,7 @@ def _dict_groups(draws: Draws):
 def test_arviz0_from_dict_and_datatree_round_trip():
     az = pytest.importorskip("arviz")
     if _arviz_major() >= 1:
-        pytest.skip("arviz 0.x API (from_dict keyword groups)")
+        pytest.skip(reason="arviz 0.x API (from_dict keyword groups)")
     import xarray as xr
 
     ref = read_csv(_files("logistic_normal", "variational"))
@@ -570,7 +570,7 @@ def test_fixture_copies_are_intact():
 def _require_arviz1():
     pytest.importorskip("arviz", reason="arviz is not installed")
     if _arviz_major() < 1:
-        pytest.skip("needs arviz >= 1 (DataTree API); the CI runs it under python3.12")
+        pytest.skip(reason="needs arviz >= 1 (DataTree API); the CI runs it under python3.12")
 
 
 @pytest.mark.arviz1

@@ -384,7 +384,7 @@ def test_fixture_rhs_data_is_the_default_setup():
     """The fixture's rhs data (p0 = D / 10) is what stan_data builds by default."""
     path = FIXTURES / "rhs_logistic.data.json"
     if not path.is_file():
-        pytest.skip("CmdStan fixtures not copied to tests/data/cmdstan")
+        pytest.skip(reason="CmdStan fixtures not copied to tests/data/cmdstan")
     fix = json.loads(path.read_text())
     d = ls.stan_data("logistic_rhs", np.array(fix["X"]), fix["y"])
     for key in ("scale_global", "scale_icept", "slab_scale", "slab_df", "nu_global", "nu_local"):
