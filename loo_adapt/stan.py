@@ -546,9 +546,21 @@ def refit_without(name_or_stan_file, data, i: int, **fit_kw) -> Draws:
     return fit(name_or_stan_file, drop_observation(data, i), **fit_kw)
 
 
-def _bernoulli_logit_loglik(eta: np.ndarray, y: np.ndarray) -> np.ndarray:
-    # log sigmoid(+-eta) as -log1p(exp(-+eta)) via logaddexp: finite for any |eta|
-    return np.where(y == 1, -np.logaddexp(0.0, -eta), -np.logaddexp(0.0, eta))
+def _likelihood_family(name: str, draws: Draws, X, y):
+    """The model family computing a bundled program's likelihood (priors do not enter it).
+
+    One forward model serves the adaptive driver and the refits: `loo_adapt.models`.
+    """
+    from loo_adapt.models import Flat, LogisticRegression, ReLUNet
+
+    name = _canonical_name(name)
+    if name == "relu_net":
+        return ReLUNet(X, y)
+    intercept = "alpha" if name == "logistic_normal" else None
+    if name == "logistic_rhs" and "beta0" in draws and draws["beta0"].size:
+        intercept = "beta0"
+    return LogisticRegression(X, y, coef="beta", intercept=intercept, prior=Flat(),
+                              intercept_prior=Flat() if intercept else None)
 
 
 def linear_predictor(name: str, draws: Draws, X) -> np.ndarray:
@@ -556,44 +568,20 @@ def linear_predictor(name: str, draws: Draws, X) -> np.ndarray:
 
     ``name`` may also be a fixture alias ("rhs_logistic", "relu1"). ``X`` is (n, D) or (D,).
     """
-    name = _canonical_name(name)
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[None, :]
     if X.ndim != 2 or not np.all(np.isfinite(X)):
         raise ValueError(f"X must be a finite (n, D) or (D,) array, got shape {X.shape}")
-    if name == "logistic_normal":
-        beta = draws.flat("beta")
-        _check_width(X, beta.shape[1], "beta")
-        return draws.flat("alpha")[:, None] + beta @ X.T
-    if name == "logistic_rhs":
-        beta = draws.flat("beta")
-        _check_width(X, beta.shape[1], "beta")
-        eta = beta @ X.T
-        if "beta0" in draws:
-            beta0 = draws.flat("beta0").reshape(eta.shape[0], -1)
-            if beta0.shape[1] > 1:
-                raise ValueError(f"beta0 must have size 0 or 1, got {beta0.shape[1]}")
-            if beta0.shape[1] == 1:
-                eta = eta + beta0
-        return eta
-    W1 = draws.flat("W1")  # (S, D, H)
-    _check_width(X, W1.shape[1], "W1")
-    hidden = np.einsum("nd,sdh->snh", X, W1) + draws.flat("b1")[:, None, :]
-    np.maximum(hidden, 0.0, out=hidden)
-    return np.einsum("snh,sh->sn", hidden, draws.flat("w2")) + draws.flat("b2")[:, None]
-
-
-def _check_width(X, d, var):
-    if X.shape[1] != d:
-        raise ValueError(f"X has {X.shape[1]} columns but {var} has {d} rows of predictors")
+    model = _likelihood_family(name, draws, X, np.zeros(X.shape[0]))
+    return model.linear_predictor(model.theta_from_draws(draws)[0])
 
 
 def pointwise_log_lik(name: str, draws: Draws, X, y) -> np.ndarray:
     """Bernoulli-logit log-likelihood (S, n) of rows X (n, D), y (n,) under each draw."""
-    eta = linear_predictor(name, draws, X)
-    _, yv = _check_xy(np.atleast_2d(np.asarray(X, dtype=np.float64)), np.atleast_1d(y))
-    return _bernoulli_logit_loglik(eta, yv[None, :])
+    X, yv = _check_xy(np.atleast_2d(np.asarray(X, dtype=np.float64)), np.atleast_1d(y))
+    model = _likelihood_family(name, draws, X, yv)
+    return model.log_lik(model.theta_from_draws(draws)[0])
 
 
 def heldout_log_lik(name: str, draws: Draws, x_i, y_i) -> np.ndarray:
