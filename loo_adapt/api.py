@@ -195,9 +195,9 @@ def _check_y(y, n) -> np.ndarray:
 
 def _loo_prob_from_log_lik(ll, log_weights, y) -> np.ndarray:
     """P(y_i = 1 | y_-i): the Bernoulli likelihood of the observed y_i gives P(y_i = 1)."""
-    p_obs = np.exp(ll)
-    p1 = np.where(y[None, :] == 1, p_obs, -np.expm1(ll))
-    return np.sum(np.exp(log_weights) * p1, axis=0)
+    from .mixis import bernoulli_log_p1
+
+    return np.sum(np.exp(log_weights + bernoulli_log_p1(ll, y)), axis=0)
 
 
 def _need_program(program, what):
