@@ -146,12 +146,7 @@ def adapt_loo(
     terms = posterior_terms(model, theta, hyper)
     ll_theta = model.log_lik(theta)
     _check_log_lik(model, ll_theta, ll_draws)
-    if draws.is_approximate:
-        if draws.log_p is None or draws.log_q is None:
-            raise ValueError(f"{draws.method} draws need log_p and log_q for adaptive IS")
-        offset = (draws.log_p - draws.log_q).reshape(-1)
-    else:
-        offset = np.zeros(n_samples)
+    offset = draws.log_ratio_offset()
     post_sd = posterior_sd(theta)
     log_prior_theta = model.log_prior(theta, hyper)
     # mu linear in the block (no Hessian): transformed predictors come from products

@@ -19,24 +19,13 @@ def _as_draws(data) -> Draws:
     return read_draws(data)
 
 
-def _approximate_log_ratio_correction(draws: Draws) -> np.ndarray:
-    """log p(theta|D) - log q(theta) per draw, for draws from an approximation (Eq. 13-15)."""
-    if draws.log_p is None or draws.log_q is None:
-        raise ValueError(
-            f"draws from method {draws.method!r} need log_p and log_q per draw to be used "
-            "as an importance-sampling proposal; read them from the Stan CSV "
-            "(log_p__/log_g__, log_p__/log_q__, lp__/lp_approx__)"
-        )
-    return (draws.log_p - draws.log_q).reshape(-1)
-
-
 def psis_loo(draws: Draws, *, var_name: str = "log_lik", reff=None):
     """Plain PSIS-LOO on draws; approximate posteriors are corrected by log p - log q."""
     log_lik = draws.log_lik(var_name)
     if draws.is_approximate:
-        correction = _approximate_log_ratio_correction(draws)
         return _psis.loo_pointwise_approximate(
-            log_lik.reshape(draws.n_samples, -1), correction, r_eff=1.0 if reff is None else reff
+            log_lik.reshape(draws.n_samples, -1), draws.log_ratio_offset(),
+            r_eff=1.0 if reff is None else reff,
         )
     if draws.n_chains == 1 and reff is None:
         reff = 1.0

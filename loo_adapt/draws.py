@@ -83,6 +83,19 @@ class Draws:
     def is_approximate(self) -> bool:
         return self.method in APPROXIMATE_METHODS
 
+    def log_ratio_offset(self) -> np.ndarray:
+        """Per draw, log p(theta|D) - log q(theta): zero for MCMC, the correction that makes
+        draws of an approximation q an importance-sampling proposal (Eq. 13-15)."""
+        if not self.is_approximate:
+            return np.zeros(self.n_samples)
+        if self.log_p is None or self.log_q is None:
+            raise ValueError(
+                f"draws from method {self.method!r} need log_p and log_q per draw to be used "
+                "as an importance-sampling proposal; read them from the Stan CSV "
+                "(log_p__/log_g__, log_p__/log_q__, lp__/lp_approx__)"
+            )
+        return (self.log_p - self.log_q).reshape(-1)
+
     def __contains__(self, name: str) -> bool:
         return name in self.variables
 
