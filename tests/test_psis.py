@@ -12,14 +12,6 @@ import arviz as az
 import numpy as np
 import pandas as pd
 import pytest
-
-_ARVIZ1 = (
-    "reference implementation is arviz 0.x's psislw/loo (this job checks arviz 1.x "
-    "compatibility in test_arviz_compat.py)"
-)
-if int(az.__version__.split(".")[0]) >= 1:
-    pytest.skip(reason=_ARVIZ1, allow_module_level=True)
-from arviz.stats.diagnostics import _ess as arviz_unsplit_ess  # noqa: E402
 from scipy import stats
 from scipy.special import logsumexp
 
@@ -35,6 +27,14 @@ from loo_adapt.psis import (
     psis_tail_length,
     psislw,
 )
+
+_ARVIZ1 = (
+    "reference implementation is arviz 0.x's psislw/loo (this job checks arviz 1.x "
+    "compatibility in test_arviz_compat.py)"
+)
+if int(az.__version__.split(".")[0]) >= 1:
+    pytest.skip(reason=_ARVIZ1, allow_module_level=True)
+from arviz.stats.diagnostics import _ess as arviz_unsplit_ess  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "data" / "cmdstan" / "logistic_normal" / "sample"
 
