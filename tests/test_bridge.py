@@ -7,14 +7,12 @@ scipy quadrature, and the CmdStan lp__ of the relu1 fixture.
 
 from __future__ import annotations
 
-import glob
-import io
-import json
 import os
 import warnings
 
 import numpy as np
 import pytest
+from relu1_fixture import read_relu1
 from scipy import integrate
 from scipy.special import expit
 
@@ -378,28 +376,9 @@ def test_mode_dedup_under_permutation():
     assert len(modes2) == (1 if abs(lp_other - lp_single) < 1e-6 else 2)
 
 
-def _read_relu1():
-    data = json.load(open(os.path.join(FIXTURE, "relu1.data.json")))
-    D, H = data["D"], data["H"]
-    chains = []
-    for path in sorted(glob.glob(os.path.join(FIXTURE, "relu1", "sample", "*.csv"))):
-        lines = [ln for ln in open(path) if not ln.startswith("#")]
-        header = lines[0].strip().split(",")
-        arr = np.loadtxt(io.StringIO("".join(lines[1:])), delimiter=",", ndmin=2)
-        chains.append(dict(zip(header, arr.T)))
-    S = len(chains[0]["lp__"])
-    W1 = np.array([[[[ch[f"W1.{d + 1}.{k + 1}"][s] for k in range(H)] for d in range(D)]
-                    for s in range(S)] for ch in chains])
-    b1 = np.array([np.stack([ch[f"b1.{k + 1}"] for k in range(H)], -1) for ch in chains])
-    w2 = np.array([np.stack([ch[f"w2.{k + 1}"] for k in range(H)], -1) for ch in chains])
-    b2 = np.array([ch["b2"] for ch in chains])
-    lp = np.array([ch["lp__"] for ch in chains])
-    return data, {"W1": W1, "b1": b1, "w2": w2, "b2": b2}, lp
-
-
 @pytest.mark.skipif(not os.path.isdir(FIXTURE), reason="CmdStan fixtures not available")
 def test_relu1_fixture_modes():
-    data, draws, lp_stan = _read_relu1()
+    data, draws, lp_stan = read_relu1()
     X, y, sd = np.array(data["X"]), np.array(data["y"]), data["prior_sd"]
     C, S = lp_stan.shape
     ours = np.array([[log_posterior(ReluNet(*(draws[k][c, s] for k in ("W1", "b1", "w2", "b2"))),

@@ -9,12 +9,11 @@ relu1 CmdStan fixture.
 from __future__ import annotations
 
 import glob
-import io
-import json
 import os
 
 import numpy as np
 import pytest
+from relu1_fixture import read_relu1
 from scipy import integrate
 from scipy.special import expit, log_expit
 
@@ -273,27 +272,10 @@ def test_bad_input(toy):
 
 
 # -- relu1 fixture ----------------------------------------------------------------------------
-def _read_relu1():
-    data = json.load(open(os.path.join(FIXTURE, "relu1.data.json")))
-    D, H = data["D"], data["H"]
-    chains = []
-    for path in sorted(glob.glob(os.path.join(FIXTURE, "relu1", "sample", "*.csv"))):
-        lines = [ln for ln in open(path) if not ln.startswith("#")]
-        header = lines[0].strip().split(",")
-        arr = np.loadtxt(io.StringIO("".join(lines[1:])), delimiter=",", ndmin=2)
-        chains.append(dict(zip(header, arr.T)))
-    W1 = np.array([np.stack([np.stack([ch[f"W1.{d + 1}.{k + 1}"] for k in range(H)], -1)
-                             for d in range(D)], 1) for ch in chains])
-    b1 = np.array([np.stack([ch[f"b1.{k + 1}"] for k in range(H)], -1) for ch in chains])
-    w2 = np.array([np.stack([ch[f"w2.{k + 1}"] for k in range(H)], -1) for ch in chains])
-    b2 = np.array([ch["b2"] for ch in chains])
-    return data, {"W1": W1, "b1": b1, "w2": w2, "b2": b2}
-
-
 @pytest.mark.skipif(not glob.glob(os.path.join(FIXTURE, "relu1", "sample", "*.csv")),
                     reason="relu1 CmdStan fixture not available")
 def test_relu1_fixed_vs_optimised_Z():
-    data, draws = _read_relu1()
+    data, draws, _ = read_relu1()
     X, y, sd = np.array(data["X"]), np.array(data["y"], float), data["prior_sd"]
     net = find_modes(draws, X, y, sd)[0].net
     out, fits = {}, {}
