@@ -51,8 +51,8 @@ def main(argv=None):
     import numba
     from ovarian_table1 import load_fit, ovarian_data
 
-    from loo_adapt.adaptive import adapt_loo
     from loo_adapt.api import psis_loo
+    from loo_adapt.estimators.adaptive import adapt_loo
     from loo_adapt.models import model_for
 
     draws, _ = load_fit()

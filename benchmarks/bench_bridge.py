@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from loo_adapt.bridge import ELLA, FunctionSpaceLLA, ReluNet, VaLLA, find_map  # noqa: E402
+from loo_adapt.laplace import ELLA, FunctionSpaceLLA, ReluNet, VaLLA, find_map  # noqa: E402
 
 
 def stage(name, fn, results):

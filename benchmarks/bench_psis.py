@@ -1,4 +1,4 @@
-"""Time loo_adapt.psis.psislw against arviz.psislw on S = 4000 draws x n = 5000 observations.
+"""Time loo_adapt.core.psis.psislw against arviz.psislw on S = 4000 draws x n = 5000 observations.
 
 Run from the repository root:  python benchmarks/bench_psis.py [--draws 4000] [--obs 5000]
 
@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loo_adapt.psis import psislw  # noqa: E402
+from loo_adapt.core.psis import psislw  # noqa: E402
 
 
 def main() -> None:

@@ -58,7 +58,7 @@ def row_label(names) -> str:
 
 def ovarian_data() -> dict:
     from loo_adapt.datasets import load_ovarian
-    from loo_adapt.stan import stan_data
+    from loo_adapt.stan.backends import stan_data
 
     X, y = load_ovarian(standardize=True)
     n = X.shape[0]
@@ -81,13 +81,13 @@ def cache_path(chains, warmup, n_iter, seed, adapt_delta) -> Path:
 
 def load_fit(chains=4, warmup=1000, n_iter=1000, seed=1, adapt_delta=0.95, fit=True):
     """The cached long fit as `Draws` (fitting it with stanli first when absent)."""
-    from loo_adapt.readers import read_dict
+    from loo_adapt.io.readers import read_dict
 
     path = cache_path(chains, warmup, n_iter, seed, adapt_delta)
     if not path.is_file():
         if not fit:
             raise FileNotFoundError(f"no cached fit {path}; run ovarian_table1.py --fit-only")
-        from loo_adapt.stan import fit as stan_fit
+        from loo_adapt.stan.backends import fit as stan_fit
 
         CACHE.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
@@ -138,8 +138,8 @@ def fit_diagnostics(draws) -> str:
 
 def one_resample(sub, model, rows, seed):
     """Counts for one resample: none, per row (paper's rule, split) and wall time."""
-    from loo_adapt.adaptive import adapt_loo
     from loo_adapt.api import psis_loo
+    from loo_adapt.estimators.adaptive import adapt_loo
 
     base = psis_loo(sub, reff=1.0)
     high = np.flatnonzero(base.khat > KHAT)

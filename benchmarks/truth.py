@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from loo_adapt.adaptive import adapt_loo
 from loo_adapt.api import loo, psis_loo
+from loo_adapt.estimators.adaptive import adapt_loo
+from loo_adapt.io.readers import read_csv
 from loo_adapt.models import model_for
-from loo_adapt.program import StanProgram
-from loo_adapt.readers import read_csv
+from loo_adapt.stan.program import StanProgram
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "cmdstan"
 MODELS = ("logistic_normal", "rhs_logistic", "relu1")

@@ -2,43 +2,71 @@
 
 Public verbs (in the style of R loo and ArviZ):
 
-- `loo(data, ...)`: PSIS-LOO, with adaptive importance sampling for high k-hat observations
-  when a `model=` is given; returns the installed arviz's `ELPDData`.
-- `psis(log_ratios, r_eff)`: Pareto-smoothed log weights and k-hat (the `loo_adapt.psis`
-  module is itself callable, so `loo_adapt.psis(...)` and `loo_adapt.psis.psislw` both work).
+- `loo(data, ...)`: PSIS-LOO, with adaptive importance sampling, mixture importance
+  sampling and exact refits where PSIS cannot be trusted; returns the installed arviz's
+  `ELPDData`.
+- `psis(log_ratios, r_eff)`: Pareto-smoothed log weights and k-hat (the
+  `loo_adapt.core.psis` module is itself callable: `loo_adapt.psis(...)` works).
 - `read_draws(obj)` / `read_csv(paths)`: draws from cmdstanpy, Stan CSV, ArviZ, stanli, arrays.
-- `metrics`, `plots`, `models` sub-modules; `save_report(result, dir)`.
+- `save_report(result, dir)`, `plot_khat(result)`.
 
-The array core (psis, models, transforms, adaptive, metrics) imports none of the edges
-(readers, arviz, plots, cli); submodules load lazily so `import loo_adapt` stays cheap.
+Sub-packages, each loaded on first use: `core` (numpy in, numpy out), `estimators`,
+`transforms`, `models`, `stan`, `io`, `evaluation` (`metrics`, `plots`, `report`, `arviz`),
+`laplace`; `metrics`, `plots`, `report` and `readers` are also reachable directly.
+The array core imports none of the edges (readers, arviz, plots, cli), and nothing is
+compiled at import, so `import loo_adapt` stays cheap.
 """
 
 from importlib import import_module
 
 __version__ = "0.1.0"
 
+#: public name -> (module, attribute)
 _LAZY = {
     "loo": ("loo_adapt.api", "loo"),
-    "read_draws": ("loo_adapt.readers", "read_draws"),
-    "read_csv": ("loo_adapt.readers", "read_csv"),
+    "read_draws": ("loo_adapt.io.readers", "read_draws"),
+    "read_csv": ("loo_adapt.io.readers", "read_csv"),
     "Draws": ("loo_adapt.draws", "Draws"),
     "PointwiseLoo": ("loo_adapt.result", "PointwiseLoo"),
-    "save_report": ("loo_adapt.report", "save_report"),
-    "plot_khat": ("loo_adapt.plots", "plot_khat"),
-    "StanProgram": ("loo_adapt.program", "StanProgram"),
-    "refit_loo": ("loo_adapt.refit", "refit_loo"),
+    "save_report": ("loo_adapt.evaluation.report", "save_report"),
+    "plot_khat": ("loo_adapt.evaluation.plots", "plot_khat"),
+    "StanProgram": ("loo_adapt.stan.program", "StanProgram"),
+    "refit_loo": ("loo_adapt.stan.refit", "refit_loo"),
     "load_ovarian": ("loo_adapt.datasets", "load_ovarian"),
 }
 
-__all__ = sorted(_LAZY) + ["psis", "__version__"]
+#: public sub-module name -> module path
+_SUBMODULES = {
+    "psis": "loo_adapt.core.psis",
+    "core": "loo_adapt.core",
+    "estimators": "loo_adapt.estimators",
+    "transforms": "loo_adapt.transforms",
+    "models": "loo_adapt.models",
+    "stan": "loo_adapt.stan",
+    "io": "loo_adapt.io",
+    "readers": "loo_adapt.io.readers",
+    "evaluation": "loo_adapt.evaluation",
+    "metrics": "loo_adapt.evaluation.metrics",
+    "plots": "loo_adapt.evaluation.plots",
+    "report": "loo_adapt.evaluation.report",
+    "laplace": "loo_adapt.laplace",
+    "datasets": "loo_adapt.datasets",
+}
+
+__all__ = sorted(_LAZY) + sorted(_SUBMODULES) + ["__version__"]
 
 
 def __getattr__(name):
-    if name == "psis":
-        return import_module("loo_adapt.psis")
-    if name in _LAZY:
+    if name in _SUBMODULES:
+        value = import_module(_SUBMODULES[name])
+    elif name in _LAZY:
         module, attr = _LAZY[name]
         value = getattr(import_module(module), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'loo_adapt' has no attribute {name!r}")
+    else:
+        raise AttributeError(f"module 'loo_adapt' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -6,15 +6,16 @@ import warnings
 
 import numpy as np
 
-from . import psis as _psis
-from .arviz_compat import to_elpd_data
+from loo_adapt.core import psis as _psis
+from loo_adapt.evaluation.arviz import to_elpd_data
+
 from .draws import Draws
 
 
 def _as_draws(data) -> Draws:
     if isinstance(data, Draws):
         return data
-    from .readers import read_draws
+    from loo_adapt.io.readers import read_draws
 
     return read_draws(data)
 
@@ -76,7 +77,7 @@ def loo(
     model : a model family (`loo_adapt.models`), needed for adaptation.
     adapt : transform the draws of observations above the k-hat threshold; defaults to
         True when a model is given.
-    transforms, rho, selection, seed : see `loo_adapt.adaptive.adapt_loo`. The default
+    transforms, rho, selection, seed : see `loo_adapt.estimators.adaptive.adapt_loo`. The default
         ``transforms=("ll",)`` and ``selection="split"`` are the settings measured closest
         to brute-force truth; pass ``ALL_TRANSFORMS`` and ``selection="min_khat"`` for the
         paper's rule.
@@ -86,14 +87,14 @@ def loo(
         mixture posterior (``mixis_draws``, or fitted from ``program``); measured closest
         to brute-force truth on the fixture models, PSIS k-hat of ``data`` is kept as the
         "before" diagnostic.
-    program : `loo_adapt.program.StanProgram` (Stan program + data), needed by the
+    program : `loo_adapt.stan.program.StanProgram` (Stan program + data), needed by the
         fallbacks unless ``mixis_draws`` / ``refit_kwargs["refit_fn"]`` are given.
     fallback : estimators applied, in order, to observations whose estimate is still not
         shown reliable: "mm" (moment matching in the model's full unconstrained space),
         "mixis" (mixture importance sampling from one extra fit; accepted where its MCSE is
         at most ``mixis_max_mcse``), "refit" (exact refits).
     mixis_draws : draws of the mixture posterior (else fitted from ``program``).
-    refit_kwargs : passed to `loo_adapt.refit.refit_loo` (max_refits, max_seconds, n_jobs,
+    refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds, n_jobs,
         refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
 
@@ -126,7 +127,7 @@ def loo(
         _apply_mixis(result, program, mixis_draws, var_name, mixis_max_mcse, seed,
                      replace_all=True)
     elif adapt:
-        from .adaptive import adapt_loo
+        from loo_adapt.estimators.adaptive import adapt_loo
 
         result = adapt_loo(
             draws,
@@ -184,7 +185,7 @@ def _check_y(y, n) -> np.ndarray:
 
 def _loo_prob_from_log_lik(ll, log_weights, y) -> np.ndarray:
     """P(y_i = 1 | y_-i): the Bernoulli likelihood of the observed y_i gives P(y_i = 1)."""
-    from .mixis import bernoulli_log_p1
+    from loo_adapt.estimators.mixis import bernoulli_log_p1
 
     return np.sum(np.exp(log_weights + bernoulli_log_p1(ll, y)), axis=0)
 
@@ -192,13 +193,13 @@ def _loo_prob_from_log_lik(ll, log_weights, y) -> np.ndarray:
 def _need_program(program, what):
     if program is None:
         raise ValueError(
-            f"fallback {what!r} needs program=loo_adapt.program.StanProgram(stan_file, data)"
+            f"fallback {what!r} needs program=loo_adapt.stan.program.StanProgram(stan_file, data)"
         )
     return program
 
 
 def _apply_moment_matching(result, draws, program, base, var_name):
-    from .fullspace import moment_match_loo
+    from loo_adapt.estimators.moment_match import moment_match_loo
 
     density = _need_program(program, "mm").log_density()
     upars = density.unconstrain(draws)
@@ -220,7 +221,7 @@ def _apply_moment_matching(result, draws, program, base, var_name):
 
 
 def _apply_mixis(result, program, mixis_draws, var_name, max_mcse, seed, replace_all=False):
-    from .mixis import bernoulli_log_p1, mixis_loo, mixis_loo_prob
+    from loo_adapt.estimators.mixis import bernoulli_log_p1, mixis_loo, mixis_loo_prob
 
     if mixis_draws is None:
         mixis_draws = _need_program(program, "mixis").fit(
@@ -256,7 +257,7 @@ def _apply_mixis(result, program, mixis_draws, var_name, max_mcse, seed, replace
 
 
 def _apply_refit(result, program, refit_kwargs, seed):
-    from .refit import refit_loo
+    from loo_adapt.stan.refit import refit_loo
 
     todo = np.flatnonzero(result.unreliable)
     order = todo[np.argsort(-np.nan_to_num(result.khat_after[todo], nan=np.inf))]

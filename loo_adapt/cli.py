@@ -134,7 +134,8 @@ def _read_xy_csv(path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _prepare_fit_data(args) -> dict:
-    from . import stan
+    from loo_adapt.stan import backends as stan
+
     from .datasets import standardize_columns
 
     name = FAMILIES[_family(args.model)]
@@ -256,7 +257,7 @@ def _exit_for(res) -> int:
 
 def _loo_quietly(quiet, **kw):
     """loo_adapt.loo with its unreliable-observation warning shown once, as a note."""
-    from . import loo
+    from loo_adapt import loo
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -329,9 +330,9 @@ def write_stan_csv(draws, out_dir, prefix: str, *, model: str, config: dict) -> 
 
 # --------------------------------------------------------------------------- commands
 def cmd_evaluate(args) -> int:
-    from . import read_csv
-    from .adaptive import SELECTIONS
-    from .report import save_report
+    from loo_adapt import read_csv
+    from loo_adapt.estimators.adaptive import SELECTIONS
+    from loo_adapt.evaluation.report import save_report
 
     family = _family(args.model)
     data = _load_json(args.data)
@@ -353,7 +354,7 @@ def cmd_evaluate(args) -> int:
                          or (mixis_draws is None and ("mixis" in fallback
                                                       or args.method == "mixis")))
         if needs_program:
-            from .program import StanProgram
+            from loo_adapt.stan.program import StanProgram
 
             program = StanProgram(args.stan or FAMILIES[family], data, backend=args.backend)
         y = np.asarray(data["y"]) if "y" in data else None
@@ -377,7 +378,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_fit(args) -> int:
-    from . import stan
+    from loo_adapt.stan import backends as stan
 
     family = _family(args.model)
     name = FAMILIES[family]
@@ -421,10 +422,11 @@ def cmd_fit(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from . import stan
+    from loo_adapt.evaluation.report import save_report
+    from loo_adapt.stan import backends as stan
+
     from .datasets import load_ovarian
     from .models.bundled import model_for
-    from .report import save_report
 
     settings = dict(DEMO_QUICK if args.quick else DEMO_FULL)
     if args.chains:
@@ -481,8 +483,9 @@ def cmd_demo(args) -> int:
 
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-    from .adaptive import SELECTIONS
+    from loo_adapt import __version__
+    from loo_adapt.estimators.adaptive import SELECTIONS
+
     from .api import ALL_TRANSFORMS, DEFAULT_TRANSFORMS, FALLBACKS
     from .models.bundled import ALIASES
 

@@ -10,9 +10,9 @@ import pytest
 from scipy.special import expit, logsumexp
 
 import loo_adapt
-from loo_adapt.arviz_compat import arviz_major
-from loo_adapt.mixis import mixis_loo
-from loo_adapt.readers import read_csv, read_dict
+from loo_adapt.estimators.mixis import mixis_loo
+from loo_adapt.evaluation.arviz import arviz_major
+from loo_adapt.io.readers import read_csv, read_dict
 
 DATA = Path(__file__).parent / "data" / "cmdstan"
 
@@ -54,7 +54,7 @@ def test_loo_probability_from_y_without_a_model():
     X = np.asarray(data["X"])
     eta = draws.flat("alpha")[:, None] + draws.flat("beta") @ X.T
     ll = draws.log_lik().reshape(draws.n_samples, -1)
-    lw, _ = loo_adapt.psis(-ll, r_eff=res.r_eff)
+    lw, _ = loo_adapt.core.psis(-ll, r_eff=res.r_eff)
     # P(y_i = 1 | y_-i) by the same PSIS weights, from the parameters directly
     np.testing.assert_allclose(res.loo_prob, np.sum(np.exp(lw) * expit(eta), axis=0),
                                atol=2e-5)  # CSV log_lik has 6 significant digits

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import loo_adapt
-from loo_adapt import stan
 from loo_adapt.cli import main, write_stan_csv
 from loo_adapt.datasets import load_ovarian
 from loo_adapt.models.bundled import model_for
+from loo_adapt.stan import backends as stan
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data" / "cmdstan"

@@ -257,5 +257,3 @@ class GradientFlowStep:
         return points + float(h) * phi[:, None] * self.model.grad_linear_predictor(points, self.i)
 
 
-def prepare_gradient_flow(kind, model, theta, hyper, i, *, post_sd=None, terms=None, **_):
-    return GradientFlowStep(kind, model, theta, hyper, i, post_sd=post_sd, terms=terms)

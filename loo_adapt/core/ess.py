@@ -1,0 +1,299 @@
+"""Effective sample sizes: the one home of both flavours.
+
+* ``relative_eff`` / ``ess_rfun``: R ``loo``'s ESS for ``r_eff`` (unsplit chains, below).
+* ``ess_mean``: Stan's / arviz's ESS of a mean with split chains (``method="mean"``), used
+  for Monte Carlo standard errors (MixIS).
+
+The R loo flavour:
+
+Array core: numpy in, numpy out.  ``ess_rfun`` is R loo's ``ess_rfun`` (the RStan estimator:
+chains are *not* split and the draws are *not* rank-normalised, unlike arviz's default
+``ess(method="bulk")``; it equals arviz's internal unsplit ``_ess``, i.e. arviz
+``method="mean"`` without the chain splitting).  Geyer's initial positive sequence, then
+the initial monotone sequence, then the "improved" estimate
+``tau = -1 + 2 sum_{t < max_t} rho_t + rho_{max_t}``, floored at ``1 / log10(S)``.
+
+The autocovariance is ``posterior::autocovariance``: FFT with zero padding to twice the next
+2-3-5-smooth length ``M >= N``, scaled by ``1 / (2 N^2)`` of R's unnormalised inverse FFT,
+i.e. ``(M / N) * (1/N) sum_t y_t y_{t+k}``.  When N is 2-3-5-smooth (250, 500, 1000, ...)
+this is the usual biased autocovariance; otherwise it is inflated by M / N, a quirk of R that
+is reproduced here (it changes ESS only with several chains, through ``var(chain means)``).
+
+The ESS is invariant to multiplying a column by a positive constant, so
+``relative_eff(log_lik, log=True)`` uses ``exp(log_lik - max)`` per observation: the same
+number as ``relative_eff(exp(log_lik))`` but without underflow to 0 for very negative
+log-likelihoods (where R would return a meaningless value).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = ["ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff"]
+
+_BLOCK = 256  # observations per FFT block, bounds the memory of the padded transform
+
+
+def fft_next_good_size(n: int) -> int:
+    """Smallest 2-3-5-smooth integer >= n (R loo / posterior ``fft_next_good_size``)."""
+    if n <= 2:
+        return 2
+    while True:
+        m = n
+        for f in (2, 3, 5):
+            while m % f == 0:
+                m //= f
+        if m <= 1:
+            return n
+        n += 1
+
+
+def _autocov(y: np.ndarray) -> np.ndarray:
+    """posterior::autocovariance along axis 1 of (chains, draws, cols)."""
+    n = y.shape[1]
+    m = fft_next_good_size(n)
+    yc = y - y.mean(axis=1, keepdims=True)
+    f = np.fft.rfft(yc, n=2 * m, axis=1)
+    # numpy's irfft divides by 2M; R's inverse fft does not and R then divides by 2 N^2
+    ac = np.fft.irfft(f * np.conj(f), n=2 * m, axis=1)[:, :n, :]
+    return ac * (m / n**2)
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def _geyer_ess(acov, chain_mean, out):
+    """R loo ess_rfun from autocovariances (chains, draws, cols) and chain means (chains, cols)."""
+    for c in prange(acov.shape[2]):
+        out[c] = _geyer_ess_col(acov, chain_mean, c)
+
+
+@njit(cache=True, error_model="numpy")
+def _geyer_ess_serial(acov, chain_mean, out):
+    for c in range(acov.shape[2]):
+        out[c] = _geyer_ess_col(acov, chain_mean, c)
+
+
+@njit(cache=True, error_model="numpy")
+def _geyer_ess_col(acov, chain_mean, c):
+    n_chains, n_samples, _ = acov.shape
+    mean_acov = np.empty(n_samples)
+    for t in range(n_samples):
+        acc = 0.0
+        for ch in range(n_chains):
+            acc += acov[ch, t, c]
+        mean_acov[t] = acc / n_chains
+    mean_var = mean_acov[0] * n_samples / (n_samples - 1.0)
+    var_plus = mean_var * (n_samples - 1.0) / n_samples
+    if n_chains > 1:
+        mu = 0.0
+        for ch in range(n_chains):
+            mu += chain_mean[ch, c]
+        mu /= n_chains
+        v = 0.0
+        for ch in range(n_chains):
+            v += (chain_mean[ch, c] - mu) ** 2
+        var_plus += v / (n_chains - 1.0)
+    rho = np.zeros(n_samples)
+    # R indices are 1-based; t below is R's t, rho[t] is R's rho_hat_t[t + 1]
+    t = 0
+    rho_even = 1.0
+    rho[0] = rho_even
+    rho_odd = 1.0 - (mean_var - mean_acov[1]) / var_plus
+    rho[1] = rho_odd
+    while (t < n_samples - 5 and not math.isnan(rho_even + rho_odd)
+           and rho_even + rho_odd > 0.0):
+        t += 2
+        rho_even = 1.0 - (mean_var - mean_acov[t]) / var_plus
+        rho_odd = 1.0 - (mean_var - mean_acov[t + 1]) / var_plus
+        if rho_even + rho_odd >= 0.0:
+            rho[t] = rho_even
+            rho[t + 1] = rho_odd
+    max_t = t
+    if rho_even > 0.0:
+        rho[max_t] = rho_even
+    t = 0
+    while t <= max_t - 4:
+        t += 2
+        if rho[t] + rho[t + 1] > rho[t - 2] + rho[t - 1]:
+            rho[t] = (rho[t - 2] + rho[t - 1]) / 2.0
+            rho[t + 1] = rho[t]
+    ess = n_chains * n_samples
+    # R: sum(rho_hat_t[1:max_t]); with max_t = 0 R's 1:0 still picks rho_hat_t[1]
+    acc = 0.0
+    for i in range(max(max_t, 1)):
+        acc += rho[i]
+    tau = -1.0 + 2.0 * acc + rho[max_t]
+    # R: max(tau, 1 / log10(ess)), which keeps a NaN tau
+    floor_tau = 1.0 / math.log10(ess)
+    if tau < floor_tau:
+        tau = floor_tau
+    return ess / tau
+
+
+def _ess_columns(x: np.ndarray) -> np.ndarray:
+    """ESS of each column of x (chains, draws, cols)."""
+    n_chains, n_draws, n_cols = x.shape
+    if n_draws < 4:
+        raise ValueError(f"ESS needs at least 4 draws per chain, got {n_draws}")
+    out = np.empty(n_cols)
+    for start in range(0, n_cols, _BLOCK):
+        blk = x[:, :, start:start + _BLOCK]
+        acov = np.ascontiguousarray(_autocov(blk))
+        cmean = np.ascontiguousarray(blk.mean(axis=1))
+        res = np.empty(blk.shape[2])
+        kernel = _geyer_ess if blk.shape[2] >= 64 else _geyer_ess_serial
+        kernel(acov, cmean, res)
+        out[start:start + _BLOCK] = res
+    # R's estimator is 0/0 for a constant column; arviz returns S, and so do we, because a
+    # constant likelihood gives constant importance ratios whose MCMC error is zero
+    const = np.ptp(x.reshape(n_chains * n_draws, n_cols), axis=0) == 0
+    out[const] = n_chains * n_draws
+    return out
+
+
+def ess_rfun(sims) -> float:
+    """R loo's ``ess_rfun``: ESS of one quantity, ``sims`` shaped (draws,) or (draws, chains)."""
+    s = np.asarray(sims, dtype=np.float64)
+    if s.ndim == 1:
+        s = s[:, None]
+    if s.ndim != 2:
+        raise ValueError(f"sims must have shape (draws,) or (draws, chains), got {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("sims contain non-finite values")
+    return float(_ess_columns(s.T[:, :, None])[0])
+
+
+def relative_eff(x, chain_id=None, log: bool = False) -> np.ndarray:
+    """Relative efficiency ``ESS / S`` per observation (R loo ``relative_eff``).
+
+    Parameters
+    ----------
+    x : array (chains, draws, n), or (S, n) / (S,) together with ``chain_id``
+        Likelihood values ``exp(log_lik)`` (or, with ``log=True``, ``log_lik``).  For generic
+        PSIS use pass ``exp(-log_ratios)``.  Note the chain-first axis order (arviz), unlike
+        R's (iterations, chains, n).
+    chain_id : array (S,), optional
+        Chain index of each row of a 2-D ``x`` (values 1..C or 0..C-1, equal chain lengths).
+    log : bool
+        Treat ``x`` as log values; each column is exponentiated after subtracting its maximum,
+        which leaves the ESS unchanged (it is scale invariant) and cannot underflow.
+    """
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim in (1, 2):
+        if chain_id is None:
+            raise ValueError(
+                "relative_eff needs chain_id for 2-D (S, n) input, or a (chains, draws, n) array"
+            )
+        if a.ndim == 1:
+            a = a[:, None]
+        cid = np.asarray(chain_id)
+        if cid.shape != (a.shape[0],):
+            raise ValueError(f"chain_id must have length {a.shape[0]}, got shape {cid.shape}")
+        chains = np.unique(cid)
+        counts = np.array([np.sum(cid == c) for c in chains])
+        if np.any(counts != counts[0]):
+            raise ValueError("not all chains have the same number of draws")
+        a = np.stack([a[cid == c] for c in chains], axis=0)
+    elif a.ndim != 3:
+        raise ValueError(f"x must have shape (chains, draws, n), got {a.shape}")
+    elif chain_id is not None:
+        raise ValueError("chain_id is only used with 2-D input")
+    if np.isnan(a).any():
+        raise ValueError("x contains NaN")
+    if log:
+        if (a == np.inf).any():
+            raise ValueError("log values contain +inf")
+        mx = a.max(axis=(0, 1), keepdims=True)
+        if np.isneginf(mx).any():
+            raise ValueError("a column of log values is -inf for every draw")
+        a = np.exp(a - mx)
+    elif not np.all(np.isfinite(a)):
+        raise ValueError("x contains non-finite values (pass log values with log=True)")
+    n_total = a.shape[0] * a.shape[1]
+    return _ess_columns(a) / n_total
+
+
+# ---- ESS of a mean with split chains (Stan / arviz method="mean"), for MCSEs ---------------
+def _autocov_split(x):
+    """Autocovariance along the last axis (biased, as Stan), by FFT."""
+    n = x.shape[-1]
+    m = 1 << (2 * n - 1).bit_length()
+    xc = x - x.mean(axis=-1, keepdims=True)
+    f = np.fft.rfft(xc, n=m, axis=-1)
+    acov = np.fft.irfft(f * np.conjugate(f), n=m, axis=-1)[..., :n]
+    return acov / n
+
+
+def _geyer_tau(rho, total):
+    """Integrated autocorrelation time from autocorrelations ``rho`` (Stan's estimator).
+
+    Geyer's initial positive sequence (pairs rho_{2t} + rho_{2t+1} summed while positive),
+    made monotone, with the truncation of Stan's ``ess`` (one trailing even lag is kept).
+    """
+    n = len(rho)
+    r = np.zeros(n)
+    r[0] = 1.0
+    even, odd = 1.0, rho[1]
+    r[1] = odd
+    t = 1
+    while t < n - 3 and even + odd > 0.0:
+        even, odd = rho[t + 1], rho[t + 2]
+        if even + odd >= 0:
+            r[t + 1], r[t + 2] = even, odd
+        t += 2
+    max_t = t - 2
+    if even > 0:
+        r[max_t + 1] = even
+    t = 1
+    while t <= max_t - 2:
+        if r[t + 1] + r[t + 2] > r[t - 1] + r[t]:
+            r[t + 1] = r[t + 2] = (r[t - 1] + r[t]) / 2.0
+        t += 2
+    tau = -1.0 + 2.0 * r[: max_t + 1].sum() + r[max_t + 1 : max_t + 2].sum()
+    return max(tau, 1.0 / np.log10(total))
+
+
+def ess_mean(x):
+    """Effective sample size of the mean (Stan / arviz ``method="mean"``, split chains).
+
+    Parameters
+    ----------
+    x : (chains, draws) or (chains, draws, k) array; ESS per trailing column.
+
+    Returns
+    -------
+    float or (k,) array. Geyer's initial positive and monotone sequence estimator on
+    split chains, without rank normalisation.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    squeeze = x.ndim == 2
+    if squeeze:
+        x = x[:, :, None]
+    if x.ndim != 3:
+        raise ValueError(f"x must be (chains, draws) or (chains, draws, k), got {x.shape}")
+    chains, draws, _ = x.shape
+    half = draws // 2
+    if half < 2:
+        raise ValueError("ess_mean needs at least 4 draws per chain")
+    # split each chain in two halves, dropping the middle draw when draws is odd
+    x = np.concatenate([x[:, :half], x[:, draws - half:]], axis=0)
+    x = np.moveaxis(x, -1, 0)  # (k, m, n)
+    m, n = x.shape[1], x.shape[2]
+    acov = _autocov_split(x)
+    chain_mean = x.mean(axis=2)
+    chain_var = acov[:, :, 0] * n / (n - 1.0)
+    mean_var = chain_var.mean(axis=1)
+    var_plus = mean_var * (n - 1.0) / n
+    if m > 1:
+        var_plus = var_plus + chain_mean.var(axis=1, ddof=1)
+    out = np.empty(x.shape[0])
+    for k in range(x.shape[0]):
+        if np.ptp(x[k]) < np.finfo(float).resolution or var_plus[k] <= 0:
+            # a constant quantity has no Monte Carlo error: its ESS is the number of draws
+            out[k] = m * n
+            continue
+        rho = 1.0 - (mean_var[k] - acov[k].mean(axis=0)) / var_plus[k]
+        out[k] = m * n / _geyer_tau(rho, m * n)
+    return float(out[0]) if squeeze else out

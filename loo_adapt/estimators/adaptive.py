@@ -1,0 +1,286 @@
+"""The adaptive importance-sampling LOO driver (array core).
+
+For every observation whose PSIS k-hat is above the threshold, each transform T of
+`loo_adapt.transforms` is tried over a grid of step sizes rho.  A transformed draw
+phi = T(theta) gets the importance log ratio (Eq. 11-12 for MCMC, 13-15 for draws from
+an approximation q):
+
+    log r = log|J_T(theta)| + [log p(theta|D) - log q(theta)]
+            + log post(phi) - log l_i(phi) - log post(theta)
+
+where log post is the unnormalised log posterior of the transformed block (prior with
+each draw's hyperparameters held fixed, times all likelihood terms), and the bracket is
+zero for MCMC.  The ratios are Pareto-smoothed; elpd_loo_i = log sum_s w_s l_i(phi_s) and
+the LOO predictive probability is sum_s w_s sigmoid(mu_i(phi_s)).
+
+Every transform here is affine in its step, phi(h) = theta + h D, so the O(S n P)
+likelihood work is one product per (observation, transform) for models whose linear
+predictor is linear in the block (logistic regression); the rho grid then costs O(S n).
+
+Choosing the lowest of ~55 k-hats on the same draws is optimistic (that k-hat is
+biased low and the estimate chosen for it can be wrong), so ``selection="split"``
+cross-fits: pick the candidate on one random half of the draws, estimate with the other
+half, swap, and average the two estimates; the reported k-hat is the larger of the two
+held-out k-hats.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from scipy.special import expit, logsumexp
+
+from loo_adapt.core.psis import mcse_elpd, psislw
+from loo_adapt.result import PointwiseLoo
+from loo_adapt.transforms import (
+    DEFAULT_RHO,
+    TRANSFORMS,
+    posterior_sd,
+    posterior_terms,
+    prepare_first_order,
+)
+
+SELECTIONS = ("split", "split_keep", "min_khat", "min_khat_fallback")
+
+
+@njit(cache=True)
+def _loglik_rowsum_and_column(mu, sign, i):
+    """sum_j log l_j and log l_i per draw for Bernoulli-logit, without an (S, n) temporary.
+
+    Serial on purpose: measured 4.4 ms serial vs 11.8 ms with prange for S = 4000, n = 54
+    on a loaded 2-core machine; the parallelism is across candidates' other work.
+
+    log l = -log(1 + exp(-sign * mu)), in the form that cannot overflow.
+    """
+    n_draws, n_obs = mu.shape
+    total = np.empty(n_draws)
+    column = np.empty(n_draws)
+    for s in range(n_draws):
+        acc = 0.0
+        for j in range(n_obs):
+            t = -sign[j] * mu[s, j]
+            v = -(max(t, 0.0) + math.log1p(math.exp(-abs(t))))
+            acc += v
+            if j == i:
+                column[s] = v
+        total[s] = acc
+    return total, column
+
+
+def _estimates(log_ratio, ll_i, prob1, r_eff, rows=None):
+    """PSIS estimates for every candidate column at once: elpd, prob, khat, mcse (each (C,))."""
+    if rows is not None:
+        log_ratio, ll_i, prob1 = log_ratio[rows], ll_i[rows], prob1[rows]
+    lw, k = psislw(log_ratio, r_eff=r_eff)
+    elpd = logsumexp(lw + ll_i, axis=0)
+    prob = np.sum(np.exp(lw) * prob1, axis=0)
+    mcse = mcse_elpd(ll_i, lw, elpd, r_eff)
+    return elpd, prob, np.asarray(k, dtype=float), mcse
+
+
+def _check_log_lik(model, ll_model: np.ndarray, ll_draws: np.ndarray) -> None:
+    if ll_model.shape != ll_draws.shape:
+        raise ValueError(
+            f"the model gives a log-likelihood of shape {ll_model.shape} but the draws' "
+            f"log_lik has shape {ll_draws.shape}: X and y must be the data the model was fit to"
+        )
+    err = np.max(np.abs(ll_model - ll_draws))
+    # Stan CSV files print 6 significant digits by default: allow for that, not more.
+    tol = 1e-4 + 1e-5 * np.max(np.abs(ll_draws))
+    if not err <= tol:
+        raise ValueError(
+            f"the model does not reproduce the draws' log_lik (max abs difference {err:.3g}): "
+            "check the variable names, the data (X, y, standardisation) and the intercept; "
+            f"model: {model!r}"
+        )
+
+
+def adapt_loo(
+    draws,
+    model,
+    *,
+    base,
+    transforms=("kl", "var", "ll", "mm1", "mm2"),
+    rho=None,
+    khat_threshold: float | None = None,
+    selection: str = "split",
+    seed=None,
+    var_name: str = "log_lik",
+    keep_candidates: bool = True,
+    jacobian: str = "exact",
+) -> PointwiseLoo:
+    """Adaptive IS for the observations of ``base`` (a `psis.PsisLoo`) above the threshold.
+
+    Parameters
+    ----------
+    draws : `Draws` the model reads its parameter block from (``model.theta_from_draws``).
+    model : a model family of `loo_adapt.models`.
+    transforms : names in `loo_adapt.transforms.TRANSFORMS`.
+    rho : step sizes (Eq. 26); default 4**-r, r = 0..10.
+    khat_threshold : default min(1 - 1/log10 S, 0.7).
+    selection : "split" (cross-fitted choice with an honest held-out k-hat; PSIS is kept when
+        that k-hat is above the threshold: the default), "split_keep" (the same, but keep the
+        cross-fitted estimate anyway), "min_khat" (the paper's rule: lowest k-hat on all
+        draws, success if below the threshold) or "min_khat_fallback" (the paper's rule, but
+        keep PSIS when no candidate is below it).
+    seed : seeds the random halves of ``selection="split"``.
+    jacobian : "exact" (the model family's exact log|det J|) or "first_order" (Eq. 27,
+        log|1 + h div Q|, for KL/Var/LL; MM1/MM2 are always exact).
+    """
+    if jacobian not in ("exact", "first_order"):
+        raise ValueError(f"jacobian must be 'exact' or 'first_order', got {jacobian!r}")
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    unknown = [t for t in transforms if t not in TRANSFORMS]
+    if unknown:
+        raise ValueError(f"unknown transforms {unknown}; available: {sorted(TRANSFORMS)}")
+    rho = np.asarray(DEFAULT_RHO if rho is None else rho, dtype=float).ravel()
+    if rho.size == 0 or np.any(~np.isfinite(rho)) or np.any(rho <= 0):
+        raise ValueError("rho must be a non-empty sequence of positive finite numbers")
+
+    theta, hyper = model.theta_from_draws(draws)
+    n_samples = theta.shape[0]
+    ll_draws = draws.log_lik(var_name).reshape(n_samples, -1)
+    terms = posterior_terms(model, theta, hyper)
+    ll_theta = model.log_lik(theta)
+    _check_log_lik(model, ll_theta, ll_draws)
+    offset = draws.log_ratio_offset()
+    post_sd = posterior_sd(theta)
+    log_prior_theta = model.log_prior(theta, hyper)
+    # mu linear in the block (no Hessian): transformed predictors come from products
+    linear = bool(getattr(model, "hessian_is_zero", False))
+    gaussian = model.gaussian_prior(theta, hyper) if linear else None
+    ll_sum_theta = ll_theta.sum(axis=1)
+    y = np.asarray(model.y, dtype=float)
+    sign = 2.0 * y - 1.0
+    threshold = float(base.khat_threshold if khat_threshold is None else khat_threshold)
+
+    result = base.to_result()
+    result.khat_threshold = threshold
+    result.reliable = result.khat_after <= threshold
+    result.y = y.copy()
+    result.loo_prob = np.sum(np.exp(base.log_weights) * expit(terms.mu), axis=0)
+
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n_samples)
+    halves = (np.sort(perm[: n_samples // 2]), np.sort(perm[n_samples // 2 :]))
+    # A held-out k-hat comes from S/2 draws, so the S/2 threshold (0.63 for S = 1000) is
+    # the textbook choice; against the brute-force truth it kept fewer good candidates
+    # (logistic_normal high-k RMSE 0.066 vs 0.045 with the S threshold; relu1 unchanged),
+    # so the threshold of the full sample is used.
+    split_threshold = threshold
+
+    for i in np.flatnonzero(base.khat > threshold):
+        r_eff = float(base.r_eff[i])
+        # the identity (plain PSIS) is always a candidate: adaptation may not help
+        names, rhos = ["psis"], [np.nan]
+        log_ratios = [offset - ll_theta[:, i]]
+        ll_is, prob1s = [ll_theta[:, i]], [expit(terms.mu[:, i])]
+        for name in transforms:
+            if jacobian == "first_order" and name in ("kl", "var", "ll"):
+                step = prepare_first_order(name, model, theta, hyper, i, post_sd=post_sd,
+                                           terms=terms)
+            else:
+                step = TRANSFORMS[name](
+                    model, theta, hyper, i, post_sd=post_sd, terms=terms,
+                    log_weights=base.log_weights[:, i],
+                )
+            factors = step.direction_factors() if hasattr(step, "direction_factors") else None
+            direction = None if (factors is not None and linear) else step.direction()
+            if linear:
+                # phi(h) = theta + h D and mu is linear in the block: one product per step,
+                # and none at all when D is a per-draw scale times a fixed row
+                if factors is not None:
+                    dmu = np.outer(factors[0], model.linear_predictor(factors[1][None, :])[0])
+                    prior_line = model.log_prior_change_along(theta, factors, hyper, gaussian)
+                else:
+                    dmu = model.linear_predictor(direction)
+                    prior_line = model.log_prior_change_along(theta, direction, hyper, gaussian)
+            for r in rho:
+                h = step.step_for_rho(r)
+                if h == 0.0:
+                    continue
+                log_j = step.log_abs_det(h)
+                if linear:
+                    mu = terms.mu + h * dmu
+                    if prior_line is not None:
+                        d_prior = h * prior_line[0] + h * h * prior_line[1]
+                    else:
+                        if direction is None:
+                            direction = step.direction()
+                        d_prior = model.log_prior(theta + h * direction, hyper) - log_prior_theta
+                else:
+                    phi = theta + h * direction
+                    mu = model.linear_predictor(phi)
+                    d_prior = model.log_prior(phi, hyper) - log_prior_theta
+                ll_sum, ll_i = _loglik_rowsum_and_column(mu, sign, i)
+                # log post(phi) - log post(theta), minus log l_i(phi), plus log|J| (Eq. 11-15)
+                log_ratio = log_j + offset + d_prior + (ll_sum - ll_sum_theta) - ll_i
+                if not np.all(np.isfinite(log_ratio)):
+                    continue
+                names.append(name)
+                rhos.append(float(r))
+                log_ratios.append(log_ratio)
+                ll_is.append(ll_i)
+                prob1s.append(expit(mu[:, i]))
+        cand = (np.column_stack(log_ratios), np.column_stack(ll_is), np.column_stack(prob1s))
+        select_candidate(result, i, names, np.array(rhos), cand, selection, halves, r_eff,
+                split_threshold if selection.startswith("split") else threshold,
+                keep_candidates)
+    result.p_loo = result.lpd - result.elpd_loo
+    return result
+
+
+def select_candidate(result, i, names, rhos, cand, selection, halves, r_eff, threshold,
+                     keep_candidates):
+    """Choose among observation i's candidates and write the estimate into ``result``.
+
+    ``cand`` = (log ratios, log l_i at the transformed draws, P(y_i = 1) there), each
+    (S, C) with column 0 the untransformed draws (plain PSIS); ``halves`` are the two
+    random halves of the draws for the split rules. Shared by the full-space flows.
+    """
+    elpd, prob, khat, mcse = _estimates(*cand, r_eff)
+    # plain PSIS from the user's own log_lik, restored exactly when no candidate is kept
+    original = (result.elpd_loo[i], result.loo_prob[i], result.khat_after[i],
+                result.mcse_elpd_loo[i])
+    keep_original = False
+    if selection in ("split", "split_keep"):
+        a, b = halves
+        k_a = _estimates(*cand, r_eff, rows=a)[2]
+        k_b = _estimates(*cand, r_eff, rows=b)[2]
+        pick_a, pick_b = int(np.nanargmin(k_a)), int(np.nanargmin(k_b))
+        # chosen on half a, estimated on half b, and the other way round
+        cols = [pick_a, pick_b]
+        e_b = _estimates(*(c[:, [pick_a]] for c in cand), r_eff, rows=b)
+        e_a = _estimates(*(c[:, [pick_b]] for c in cand), r_eff, rows=a)
+        result.elpd_loo[i] = float(np.logaddexp(e_a[0][0], e_b[0][0]) - np.log(2.0))
+        result.loo_prob[i] = 0.5 * (e_a[1][0] + e_b[1][0])
+        result.khat_after[i] = max(e_a[2][0], e_b[2][0])
+        result.mcse_elpd_loo[i] = 0.5 * float(np.hypot(e_a[3][0], e_b[3][0]))
+        # no candidate is shown reliable on held-out draws: keep plain PSIS and flag it
+        keep_original = selection == "split" and not result.khat_after[i] <= threshold
+    else:
+        pick = int(np.nanargmin(khat))
+        keep_original = selection == "min_khat_fallback" and not khat[pick] <= threshold
+        cols = [pick]
+        result.elpd_loo[i] = elpd[pick]
+        result.loo_prob[i] = prob[pick]
+        result.khat_after[i] = khat[pick]
+        result.mcse_elpd_loo[i] = mcse[pick]
+    if keep_original:
+        cols = [0]
+        (result.elpd_loo[i], result.loo_prob[i], result.khat_after[i],
+         result.mcse_elpd_loo[i]) = original
+    result.reliable[i] = result.khat_after[i] <= threshold
+    chosen = sorted({names[j] for j in cols})
+    result.method[i] = "+".join(chosen)
+    finite = [rhos[j] for j in cols if np.isfinite(rhos[j])]
+    result.rho[i] = float(np.exp(np.mean(np.log(finite)))) if finite else np.nan
+    if keep_candidates:
+        for j in range(len(names)):
+            result.candidates.append(
+                dict(i=int(i), transform=names[j], rho=float(rhos[j]), khat=float(khat[j]),
+                     elpd_loo=float(elpd[j]), loo_prob=float(prob[j]))
+            )

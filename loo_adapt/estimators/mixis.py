@@ -1,0 +1,230 @@
+"""Mixture importance sampling LOO (Silva & Zanella 2023), array core.
+
+The draws come from the *mixture posterior*
+
+    q(theta)  proportional to  p(theta | D) * sum_j 1 / l_j(theta),
+
+obtained by adding ``target += log_sum_exp(-log_lik)`` to the Stan model block. Because
+p(theta | D_-i) is proportional to p(theta | D) / l_i(theta), the importance ratio of the
+leave-i-out posterior against q is, up to a constant shared by all draws,
+
+    w_i(theta) = (1 / l_i(theta)) / sum_j (1 / l_j(theta))
+               = exp(-ll_i - lse),         lse = log sum_j exp(-ll_j)   (so w_i <= 1).
+
+The self-normalised estimate of the LOO predictive density is then
+
+    p(y_i | y_-i) = sum_s w_is l_is / sum_s w_is = sum_s exp(-lse_s) / sum_s exp(-ll_is - lse_s),
+
+i.e. ``elpd_loo_i = logsumexp_s(-lse_s) - logsumexp_s(-ll_is - lse_s)`` (the form of R loo's
+mixis vignette), with no exponentials outside a log-sum-exp.
+
+The ratios are bounded by one, so a Pareto k-hat of them says little. The diagnostics here
+are the Kish effective sample size of the normalised weights of each observation and a
+Monte Carlo standard error from the delta method for the ratio of two means, whose
+effective sample size is computed from the chains (split-chain autocorrelation, as
+Stan's ESS of a mean).
+
+Everything takes and returns numpy arrays; draws may be given as (S, n) or as
+(chains, draws, n) when the chain structure should enter the MCSE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import logsumexp
+
+from loo_adapt.core.ess import ess_mean
+
+__all__ = [
+    "MixISResult",
+    "mixis_loo",
+    "mixis_log_weights",
+    "mixis_loo_prob",
+    "bernoulli_log_p1",
+]
+
+
+@dataclass
+class MixISResult:
+    """Pointwise mixture-IS LOO estimates (all arrays of length n).
+
+    elpd_loo : log LOO predictive density of each observation.
+    lpd : log full-posterior mean likelihood, itself estimated from the mixture draws by
+        self-normalised IS (the mixture draws are not posterior draws).
+    p_loo : lpd - elpd_loo.
+    mcse_elpd_loo : delta-method Monte Carlo standard error of elpd_loo.
+    ess : Kish effective sample size of the normalised weights of each observation.
+    ess_mcse : effective sample size (with the chains' autocorrelation) behind mcse_elpd_loo.
+    log_weights : (S, n) log weights, normalised per observation (logsumexp over draws = 0).
+    n_samples : number of mixture draws S.
+    """
+
+    elpd_loo: np.ndarray
+    lpd: np.ndarray
+    p_loo: np.ndarray
+    mcse_elpd_loo: np.ndarray
+    ess: np.ndarray
+    ess_mcse: np.ndarray
+    log_weights: np.ndarray
+    n_samples: int
+    mcse_total: float = float("nan")
+
+
+def _as_draws(log_lik, name="log_lik"):
+    """Return (chains, draws, n) float64 view of an (S, n) or (chains, draws, n) array."""
+    arr = np.asarray(log_lik)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    if arr.ndim == 2:
+        arr = arr[None, :, :]
+    elif arr.ndim != 3:
+        raise ValueError(f"{name} must have shape (S, n) or (chains, draws, n), got {arr.shape}")
+    if arr.shape[0] * arr.shape[1] < 2 or arr.shape[2] < 1:
+        raise ValueError(f"{name} needs at least 2 draws and 1 observation, got {arr.shape}")
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} contains NaN")
+    if np.isposinf(arr).any():
+        raise ValueError(f"{name} contains +inf (a likelihood cannot be infinite)")
+    return arr
+
+
+def mixis_log_weights(log_lik):
+    """Unnormalised MixIS log ratios ``-ll_si - logsumexp_j(-ll_sj)`` and ``-lse_s``.
+
+    Parameters
+    ----------
+    log_lik : (S, n) or (chains, draws, n) pointwise log-likelihood at mixture draws.
+
+    Returns
+    -------
+    log_ratio : same shape as ``log_lik``; each entry <= 0.
+    neg_lse : shape without the last axis; ``-log sum_j exp(-ll_sj)``, the log ratio of the
+        full posterior against the mixture (up to a constant).
+    """
+    arr = np.asarray(log_lik, dtype=np.float64)
+    if np.isneginf(arr).all(axis=-1).any():
+        raise ValueError("a draw has log_lik = -inf for every observation")
+    lse = logsumexp(-arr, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        log_ratio = -arr - lse
+    # a draw with l_i = 0 gives -ll_i = +inf = lse: its ratio is exactly 1 (log 0)
+    log_ratio = np.where(np.isposinf(-arr), 0.0, log_ratio)
+    return log_ratio, -lse[..., 0]
+
+
+def mixis_loo(log_lik):
+    """Mixture-IS LOO for every observation from one fit of the mixture posterior.
+
+    Parameters
+    ----------
+    log_lik : (S, n) or (chains, draws, n) pointwise log-likelihood evaluated at draws of
+        the mixture posterior q(theta) proportional to p(theta | D) sum_j 1/l_j(theta). Pass
+        the chain axis to make the MCSE account for autocorrelation.
+
+    Returns
+    -------
+    MixISResult
+    """
+    arr = _as_draws(log_lik)
+    chains, draws, n = arr.shape
+    S = chains * draws
+    log_ratio, neg_lse = mixis_log_weights(arr)  # (c, d, n), (c, d)
+    flat_lr = log_ratio.reshape(S, n)
+    flat_neg_lse = neg_lse.reshape(S)
+    flat_ll = arr.reshape(S, n)
+
+    log_num = logsumexp(flat_neg_lse)  # log sum_s w_s l_is for every i (w_is l_is = e^-lse)
+    log_den = logsumexp(flat_lr, axis=0)  # log sum_s w_is
+    elpd = log_num - log_den
+
+    # lpd_i = log E_post[l_i]: the posterior is the mixture reweighted by exp(-lse)
+    lpd = logsumexp(flat_neg_lse[:, None] + flat_ll, axis=0) - log_num
+    log_w = flat_lr - log_den  # normalised per observation
+    ess_kish = 1.0 / np.exp(logsumexp(2.0 * log_w, axis=0))
+
+    # delta method for log(mean a) - log(mean b_i): influence a_s/abar - b_is/bbar_i
+    # (both ratios computed in log space; each is <= S)
+    a_rel = np.exp(flat_neg_lse - log_num + np.log(S))  # a_s / abar
+    b_rel = np.exp(flat_lr - log_den + np.log(S))  # b_is / bbar_i
+    z = a_rel[:, None] - b_rel
+    var_z = z.var(axis=0, ddof=1)
+    if chains > 1 or draws >= 8:
+        ess_z = ess_mean(z.reshape(chains, draws, n)) if draws >= 4 else np.full(n, float(S))
+    else:
+        ess_z = np.full(n, float(S))
+    ess_z = np.where(var_z > 0, ess_z, float(S))
+    mcse = np.sqrt(var_z / ess_z)
+    # The pointwise errors share the draws and are strongly correlated (a chain that
+    # over-weights a mode shifts every observation), so the total's MCSE comes from the
+    # influence values of the sum, not from adding pointwise MCSEs in quadrature; with
+    # several chains the spread of per-chain totals is a second, mode-sensitive estimate.
+    z_total = z.sum(axis=1)
+    var_total = z_total.var(ddof=1)
+    ess_total = ess_mean(z_total.reshape(chains, draws, 1))[0] if draws >= 4 else float(S)
+    mcse_total = float(np.sqrt(var_total / ess_total)) if var_total > 0 else 0.0
+    if chains >= 4:
+        per_chain = [
+            float(np.sum(logsumexp(neg_lse[c]) - logsumexp(log_ratio[c], axis=0)))
+            for c in range(chains)
+        ]
+        mcse_total = max(mcse_total, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
+    return MixISResult(
+        elpd_loo=elpd,
+        lpd=lpd,
+        p_loo=lpd - elpd,
+        mcse_elpd_loo=mcse,
+        ess=ess_kish,
+        ess_mcse=ess_z,
+        log_weights=log_w,
+        n_samples=S,
+        mcse_total=mcse_total,
+    )
+
+
+def mixis_loo_prob(log_lik, log_p1):
+    """LOO predictive probability E_{-i}[P(y_i = 1 | theta)] from mixture draws.
+
+    Parameters
+    ----------
+    log_lik : (S, n) or (chains, draws, n) log-likelihood at the mixture draws.
+    log_p1 : same shape, log P(y_i = 1 | theta_s) (see ``bernoulli_log_p1``).
+
+    Returns
+    -------
+    (n,) array of probabilities.
+    """
+    arr = _as_draws(log_lik)
+    lp1 = np.asarray(log_p1, dtype=np.float64)
+    if lp1.ndim == 2:
+        lp1 = lp1[None]
+    if lp1.shape != arr.shape:
+        raise ValueError(f"log_p1 has shape {np.shape(log_p1)}, log_lik has {np.shape(log_lik)}")
+    if np.isnan(lp1).any() or (lp1 > 0).any():
+        raise ValueError("log_p1 must be log-probabilities (<= 0, no NaN)")
+    n = arr.shape[2]
+    log_ratio, _ = mixis_log_weights(arr)
+    lr = log_ratio.reshape(-1, n)
+    out = logsumexp(lr + lp1.reshape(-1, n), axis=0) - logsumexp(lr, axis=0)
+    return np.exp(np.minimum(out, 0.0))
+
+
+def bernoulli_log_p1(log_lik, y):
+    """log P(y = 1 | theta) from the Bernoulli log-likelihood of the observed y.
+
+    For y = 1 it is log_lik itself; for y = 0 it is log(1 - exp(log_lik)), computed as
+    log(-expm1(log_lik)) which stays finite for log_lik near 0 down to the float limit.
+    """
+    ll = np.asarray(log_lik, dtype=np.float64)
+    yv = np.asarray(y)
+    if yv.shape != ll.shape[-1:]:
+        raise ValueError(f"y has shape {yv.shape}, expected ({ll.shape[-1]},)")
+    if not np.isin(yv, (0, 1)).all():
+        raise ValueError("y must be binary (0/1)")
+    if (ll > 0).any():
+        raise ValueError("a Bernoulli log-likelihood must be <= 0")
+    with np.errstate(divide="ignore"):
+        log_other = np.log(-np.expm1(ll))
+    return np.where(yv == 1, ll, log_other)

@@ -1,0 +1,1 @@
+"""Everything made from a finished LOO result: metrics, plots, reports, arviz objects."""

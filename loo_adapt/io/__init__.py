@@ -1,0 +1,1 @@
+"""Readers (every input format -> `Draws`) and the Stan CSV writer."""

@@ -1,0 +1,28 @@
+"""Laplace / ELLA / VaLLA bridge: GP-based LOO predictive checks for the one-hidden-layer
+ReLU net against MCMC leave-one-out.
+
+- `net`: the net in closed form (forward, Jacobian, NTK, log posterior, MAP, modes).
+- `lla`: linearised Laplace in weight and function space, predictive, cavity LOO, evidence.
+- `ella`: Nystrom-feature LLA.  `valla`: sparse variational LLA.
+- `compare`: the comparison table against MCMC LOO.
+"""
+
+from loo_adapt.laplace.compare import Comparison, compare, plot_comparison
+from loo_adapt.laplace.ella import ELLA, ella_sweep
+from loo_adapt.laplace.lla import (
+    FunctionSpaceLLA,
+    LooPredictive,
+    WeightSpaceLLA,
+    cavity_loo,
+    log_predictive,
+    predictive_prob,
+)
+from loo_adapt.laplace.net import LinearModel, Mode, ReluNet, find_map, find_modes, log_posterior
+from loo_adapt.laplace.valla import VaLLA, kmeans_inducing
+
+__all__ = [
+    "Comparison", "compare", "plot_comparison", "ELLA", "ella_sweep", "FunctionSpaceLLA",
+    "WeightSpaceLLA", "LooPredictive", "cavity_loo", "log_predictive", "predictive_prob",
+    "LinearModel", "Mode", "ReluNet", "find_map", "find_modes", "log_posterior", "VaLLA",
+    "kmeans_inducing",
+]

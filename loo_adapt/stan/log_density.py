@@ -1,0 +1,174 @@
+"""A Stan model's log density, gradient and pointwise log-likelihood in the unconstrained space.
+
+Given a Stan program and its data (through a ``bridgestan.StanModel``, e.g. from
+``stanli.bridgestan_model``), every parameter -- hyperparameters included -- lives in the
+unconstrained space R^P where the log density ``log p(u | D)`` (with the change-of-variables
+Jacobian) and its gradient are available, and ``param_constrain(..., include_gq=True)``
+recomputes the pointwise log-likelihood.  Used by full-space moment matching
+(`loo_adapt.estimators.moment_match`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+__all__ = ["StanLogDensity"]
+
+class StanLogDensity:
+    """Log density, gradient and pointwise log-likelihood of a Stan model, unconstrained scale.
+
+    Parameters
+    ----------
+    model : a ``bridgestan.StanModel`` or any object with ``param_unc_num``, ``param_names``,
+        ``param_unconstrain``, ``param_constrain``, ``log_density``, ``log_density_gradient``
+        (and ``new_rng`` when generated quantities draw random numbers).
+    log_lik : name of the generated quantity holding the pointwise log-likelihood.
+    seed : seed of the RNG passed to ``param_constrain`` (generated quantities with ``_rng``
+        calls need one; log_lik itself must not depend on it).
+    """
+
+    def __init__(self, model, log_lik: str = "log_lik", seed: int = 0):
+        for attr in ("param_unc_num", "param_names", "param_unconstrain", "param_constrain",
+                     "log_density", "log_density_gradient"):
+            if not hasattr(model, attr):
+                raise TypeError(f"model has no {attr!r}: expected a bridgestan.StanModel")
+        self.model = model
+        self.n_params = int(model.param_unc_num())
+        self.log_lik_name = log_lik
+        self._rng = model.new_rng(seed) if hasattr(model, "new_rng") else None
+        names = list(model.param_names(include_tp=False, include_gq=False))
+        self._block = _group_names(names)
+        all_names = list(model.param_names(include_tp=True, include_gq=True))
+        self._ll_index, self.log_lik_shape = _log_lik_positions(all_names, log_lik)
+        self.n_obs = len(self._ll_index)
+        self._n_out = len(all_names)
+
+    @classmethod
+    def from_stan(cls, stan_file, data, *, log_lik: str = "log_lik", seed: int = 0, **kw):
+        """Build through ``stanli.bridgestan_model`` (offline, no C++ toolchain needed)."""
+        import stanli
+
+        return cls(stanli.bridgestan_model(stan_file=str(stan_file), data=data, **kw),
+                   log_lik=log_lik, seed=seed)
+
+    # ---- constrained <-> unconstrained ------------------------------------------------------
+    def constrained_matrix(self, draws) -> np.ndarray:
+        """(S, K) constrained parameters in BridgeStan's order from a ``Draws`` container.
+
+        ``Draws`` keeps Stan shapes; BridgeStan flattens each variable column-major (Stan's
+        order: first index fastest), so the trailing axes are reversed before flattening.
+        """
+        cols = []
+        S = draws.n_samples
+        for name, size, shape in self._block:
+            if name not in draws:
+                raise KeyError(
+                    f"parameter {name!r} of the Stan program is not in the draws "
+                    f"(available: {sorted(draws.variables)})"
+                )
+            v = draws.flat(name)
+            if int(np.prod(v.shape[1:], dtype=int)) != size:
+                raise ValueError(
+                    f"parameter {name!r} has {int(np.prod(v.shape[1:]))} values per draw in "
+                    f"the draws but {size} in the Stan program (shape {shape})"
+                )
+            if v.ndim > 2:
+                v = np.transpose(v, (0,) + tuple(range(v.ndim - 1, 0, -1)))
+            cols.append(v.reshape(S, size))
+        return np.concatenate(cols, axis=1) if cols else np.empty((S, 0))
+
+    def unconstrain(self, draws) -> np.ndarray:
+        """Draws (``loo_adapt.draws.Draws``) -> unconstrained matrix (S, P), chains stacked."""
+        theta = self.constrained_matrix(draws)
+        out = np.empty((theta.shape[0], self.n_params))
+        for s in range(theta.shape[0]):
+            out[s] = self.model.param_unconstrain(np.ascontiguousarray(theta[s]))
+        return out
+
+    # ---- densities ---------------------------------------------------------------------------
+    def _check(self, U) -> np.ndarray:
+        U = np.asarray(U, dtype=np.float64)
+        if U.ndim == 1:
+            U = U[None, :]
+        if U.ndim != 2 or U.shape[1] != self.n_params:
+            raise ValueError(f"expected unconstrained draws (S, {self.n_params}), got {U.shape}")
+        return np.ascontiguousarray(U)
+
+    def log_density(self, U) -> np.ndarray:
+        """log p(u | D) + const, with the Jacobian (density of u), per row; -inf where Stan
+        rejects the point (overflow, domain errors)."""
+        U = self._check(U)
+        out = np.empty(U.shape[0])
+        for s in range(U.shape[0]):
+            try:
+                out[s] = self.model.log_density(U[s], propto=True, jacobian=True)
+            except RuntimeError:
+                out[s] = -np.inf
+        out[np.isnan(out)] = -np.inf
+        return out
+
+    def log_density_gradient(self, U):
+        """(log density (S,), gradient (S, P)); rows where Stan rejects get -inf and NaN."""
+        U = self._check(U)
+        lp = np.empty(U.shape[0])
+        grad = np.empty_like(U)
+        for s in range(U.shape[0]):
+            try:
+                lp[s], grad[s] = self.model.log_density_gradient(U[s], propto=True,
+                                                                 jacobian=True)
+            except RuntimeError:
+                lp[s], grad[s] = -np.inf, np.nan
+        return lp, grad
+
+    def log_lik(self, U, idx=None) -> np.ndarray:
+        """Pointwise log-likelihood (S, n) at unconstrained rows ``U`` (or (S,) for an int
+        ``idx``), recomputed by the generated quantities. NaN where Stan rejects the point."""
+        U = self._check(U)
+        sel = self._ll_index if idx is None else self._ll_index[idx]
+        out = np.empty((U.shape[0],) + np.shape(sel))
+        buf = np.empty(self._n_out)
+        for s in range(U.shape[0]):
+            try:
+                self.model.param_constrain(U[s], include_tp=True, include_gq=True, out=buf,
+                                           rng=self._rng)
+                out[s] = buf[sel]
+            except RuntimeError:
+                out[s] = np.nan
+        return out
+
+
+def _group_names(names):
+    """BridgeStan flat names (``beta.1``, ``W1.2.3``) -> [(variable, size, shape)] in order."""
+    groups: list[list] = []
+    for nm in names:
+        base, *idx = nm.split(".")
+        if groups and groups[-1][0] == base:
+            groups[-1][1] += 1
+            groups[-1][2] = [max(a, int(b)) for a, b in zip(groups[-1][2], idx)]
+        else:
+            groups.append([base, 1, [int(b) for b in idx]])
+    return [(g[0], g[1], tuple(g[2])) for g in groups]
+
+
+def _log_lik_positions(all_names, var):
+    """Positions of ``var`` entries in param_constrain's output, in C order of its shape (the
+    order in which ``Draws.log_lik`` flattens a matrix-valued log_lik)."""
+    pat = re.compile(rf"^{re.escape(var)}(\.\d+)*$")
+    pos = [k for k, nm in enumerate(all_names) if pat.match(nm)]
+    if not pos:
+        raise KeyError(
+            f"the Stan program has no generated quantity {var!r}; add "
+            "`generated quantities { vector[N] log_lik; ... }` or pass log_lik="
+        )
+    idx = np.array([[int(b) for b in all_names[k].split(".")[1:]] for k in pos], dtype=int)
+    if idx.shape[1] == 0:
+        return np.array(pos), ()
+    shape = tuple(idx.max(axis=0))
+    order = np.ravel_multi_index(tuple((idx - 1).T), shape)
+    out = np.empty(len(pos), dtype=int)
+    out[order] = pos
+    return out, shape
+
+

@@ -1,0 +1,289 @@
+"""`StanProgram`: a Stan program plus its data, everything LOO needs beyond the user's draws.
+
+The LOO pipeline needs a model for three things the draws alone cannot give: a second fit
+(the mixture-IS proposal), refits without one observation (exact LOO), and the log density
+on the unconstrained scale (full-space moment matching).  This class bundles the program
+and the data once so each of those is one call (an edge module: it runs Stan backends).
+
+Dropping an observation is generic: every data entry whose leading dimension is the data's
+``N`` loses that row and ``N`` shrinks by one.  When a size variable other than ``N`` has
+the same value (``D == N``, ``K == N``) a leading dimension of ``N`` no longer says "one
+row per observation", so the per-observation entries must be named (``obs_dim_vars``).
+
+The held-out log-likelihood of a refit is recomputed by the program itself: the refit's
+draws are unconstrained with the *full-data* model and its generated quantities
+``log_lik`` are evaluated, entry i.  This is valid for any program whose parameter
+dimensions do not depend on ``N`` (a mismatch raises); the bundled programs also have a
+closed form in numpy (:func:`loo_adapt.stan.backends.heldout_log_lik`), used by default for them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from loo_adapt.draws import Draws
+from loo_adapt.stan import backends as _stan
+
+__all__ = ["StanProgram"]
+
+_MIXIS_DECL = re.compile(r"\bint\s*<[^>]*>\s*mixis\s*;|\bint\s+mixis\s*;")
+
+
+def _check_index(i, n: int) -> int:
+    if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+        raise TypeError(f"observation index must be an integer, got {i!r}")
+    if not 0 <= i < n:
+        raise IndexError(f"observation index {i} out of range for N = {n}")
+    return int(i)
+
+
+def _is_size_scalar(value) -> bool:
+    """An integer scalar (a candidate dimension of some data entry)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, np.integer)):
+        return True
+    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu"
+
+
+def _leading_dim(value) -> int | None:
+    if isinstance(value, (str, bytes)) or np.ndim(value) == 0:
+        return None
+    return len(value)
+
+
+class StanProgram:
+    """A Stan program (bundled name or ``.stan`` path) with its data.
+
+    Parameters
+    ----------
+    stan_file_or_bundled_name : "logistic_normal", "logistic_rhs", "relu_net" (or a fixture
+        alias) or the path of a ``.stan`` file. The program must write
+        ``generated quantities { vector[N] log_lik; }``.
+    data : dict or JSON file. For a program that declares ``int mixis;`` the flag defaults
+        to 0 (the posterior).
+    backend : "auto" (CmdStan if installed, else stanli, else PyStan) or one backend name.
+    fit_kwargs : default keyword arguments of every fit (e.g. ``adapt_delta``).
+    obs_dim_vars : names of the per-observation data entries (their leading axis is the
+        observation), or a mapping name -> observation axis. None detects them: every entry
+        whose leading dimension equals ``N``.
+    log_lik : name of the pointwise log-likelihood generated quantity.
+    """
+
+    def __init__(
+        self,
+        stan_file_or_bundled_name,
+        data,
+        *,
+        backend: str = "auto",
+        fit_kwargs: Mapping | None = None,
+        obs_dim_vars: Sequence[str] | Mapping[str, int] | None = None,
+        log_lik: str = "log_lik",
+    ):
+        self.stan_file, self.name = _stan._resolve_program(stan_file_or_bundled_name)
+        self._declares_mixis = bool(_MIXIS_DECL.search(self.stan_file.read_text()))
+        # validates the bundled programs' data (X finite, y 0/1, N/D consistent) up front
+        self.data = _stan._prepare_data(self.stan_file, self.name, data, False)
+        if backend != "auto" and backend not in _stan.BACKENDS:
+            raise ValueError(
+                f"backend must be 'auto' or one of {list(_stan.BACKENDS)}, got {backend!r}"
+            )
+        self.backend = backend
+        if fit_kwargs is not None and not isinstance(fit_kwargs, Mapping):
+            raise TypeError(f"fit_kwargs must be a dict, got {type(fit_kwargs).__name__}")
+        self.fit_kwargs = dict(fit_kwargs or {})
+        reserved = {"mixis", "chains", "draws", "warmup", "seed", "backend"} & set(self.fit_kwargs)
+        if reserved:
+            raise ValueError(
+                f"fit_kwargs must not set {sorted(reserved)}: pass them to fit()/refit_without()"
+            )
+        self.obs_dim_vars = self._check_obs_dim_vars(obs_dim_vars)
+        self.log_lik_name = log_lik
+        self._log_density = None
+
+    # ---- pickling: the bridgestan model holds ctypes handles; workers rebuild it ----------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_log_density"] = None
+        return state
+
+    def __repr__(self) -> str:
+        what = self.name or str(self.stan_file)
+        n = self.data.get("N", "?")
+        return f"StanProgram({what!r}, N={n}, backend={self.backend!r})"
+
+    # ---- data -----------------------------------------------------------------------------
+    @property
+    def n_obs(self) -> int:
+        """Number of observations: the data's ``N``."""
+        if "N" not in self.data:
+            raise ValueError(
+                "the data has no N: leave-one-out needs the number of observations as the "
+                "data entry N"
+            )
+        n = self.data["N"]
+        if not _is_size_scalar(n):
+            raise TypeError(f"data entry N must be an integer, got {n!r}")
+        return int(n)
+
+    @property
+    def declares_mixis(self) -> bool:
+        """True if the program has the ``int mixis`` data flag."""
+        return self._declares_mixis
+
+    @property
+    def y(self) -> np.ndarray | None:
+        """The data's ``y`` when it is a binary (0/1) outcome vector of length N, else None."""
+        if "y" not in self.data or "N" not in self.data:
+            return None
+        y = np.asarray(self.data["y"])
+        if y.ndim != 1 or y.shape[0] != self.n_obs or y.dtype.kind not in "biuf":
+            return None
+        if not np.all((y == 0) | (y == 1)):
+            return None
+        return y.astype(np.int64)
+
+    def _check_obs_dim_vars(self, obs_dim_vars) -> dict[str, int] | None:
+        if obs_dim_vars is None:
+            return None
+        if isinstance(obs_dim_vars, str):
+            raise TypeError("obs_dim_vars must be a list of names, not a single string")
+        if isinstance(obs_dim_vars, Mapping):
+            axes = dict(obs_dim_vars)
+        else:
+            axes = {name: 0 for name in obs_dim_vars}
+        n = self.n_obs
+        for name, axis in axes.items():
+            if name not in self.data:
+                raise ValueError(f"obs_dim_vars names {name!r}, which is not in the data")
+            if name == "N":
+                raise ValueError("obs_dim_vars must not contain N itself (it is reduced anyway)")
+            shape = np.shape(self.data[name])
+            if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+                raise TypeError(f"axis of {name!r} must be an integer, got {axis!r}")
+            if not 0 <= axis < len(shape) or shape[axis] != n:
+                raise ValueError(
+                    f"data entry {name!r} has shape {shape}: axis {axis} is not of length N = {n}"
+                )
+        return axes
+
+    def observation_vars(self) -> dict[str, int]:
+        """The data entries that hold one row per observation, with their observation axis."""
+        if self.obs_dim_vars is not None:
+            return dict(self.obs_dim_vars)
+        n = self.n_obs
+        per_obs = {k: 0 for k, v in self.data.items() if k != "N" and _leading_dim(v) == n}
+        twins = sorted(k for k, v in self.data.items()
+                       if k != "N" and _is_size_scalar(v) and int(v) == n)
+        if twins and per_obs:
+            raise ValueError(
+                f"cannot tell which data entries are per-observation: {twins} "
+                f"{'equals' if len(twins) == 1 else 'equal'} N = {n}, so entries with a leading "
+                f"dimension of {n} ({sorted(per_obs)}) may be indexed by either; pass "
+                "obs_dim_vars=[...] naming the per-observation entries"
+            )
+        if not per_obs:
+            raise ValueError(
+                f"no data entry has a leading dimension equal to N = {n}; pass obs_dim_vars"
+            )
+        return per_obs
+
+    def data_without(self, i: int) -> dict:
+        """The data without observation ``i`` (0-based): per-observation rows dropped, N - 1."""
+        n = self.n_obs
+        i = _check_index(i, n)
+        if n < 2:
+            raise ValueError("cannot leave out the only observation")
+        out = dict(self.data)
+        for name, axis in self.observation_vars().items():
+            out[name] = np.delete(np.asarray(self.data[name]), i, axis=axis)
+        out["N"] = n - 1
+        return out
+
+    # ---- fits -----------------------------------------------------------------------------
+    def _fit_options(self, kw: dict) -> dict:
+        opts = {**self.fit_kwargs, **kw}
+        opts.setdefault("backend", self.backend)
+        return opts
+
+    def fit(self, *, mixis: bool = False, seed: int = 1, **kw) -> Draws:
+        """NUTS fit of the program on the full data (``mixis=True``: the MixIS proposal).
+
+        Keyword arguments go to :func:`loo_adapt.stan.backends.fit` (chains, draws, warmup,
+        adapt_delta, ...), over ``fit_kwargs``.
+        """
+        if mixis and not self._declares_mixis:
+            raise ValueError(
+                f"mixis=True needs the program to declare the flag `int<lower=0, upper=1> "
+                f"mixis;` in its data block, and {self.stan_file.name} does not. Add it, and in "
+                "the model block compute the pointwise log-likelihood vector ll and add "
+                "`if (mixis) target += log_sum_exp(-ll);` (the Silva & Zanella mixture "
+                "proposal); the bundled programs show the pattern"
+            )
+        return _stan.fit(self.stan_file, self.data, mixis=mixis, seed=seed,
+                         **self._fit_options(kw))
+
+    def refit_without(self, i: int, *, seed: int, chains: int = 4, draws: int = 1000,
+                      warmup: int = 1000) -> Draws:
+        """Exact LOO refit: NUTS on the data without observation ``i``."""
+        data = self.data_without(i)
+        return _stan.fit(self.stan_file, data, seed=seed, chains=chains, draws=draws,
+                         warmup=warmup, **self._fit_options({}))
+
+    # ---- log densities --------------------------------------------------------------------
+    def log_density(self):
+        """The full-data model on the unconstrained scale (cached ``StanLogDensity``)."""
+        if self._log_density is None:
+            from loo_adapt.stan.log_density import StanLogDensity
+
+            self._log_density = StanLogDensity.from_stan(
+                self.stan_file, _stan._jsonable(self.data), log_lik=self.log_lik_name
+            )
+        return self._log_density
+
+    def heldout_log_lik(self, refit_draws: Draws, i: int, *, method: str = "auto") -> np.ndarray:
+        """log p(y_i | theta_s) at the draws of a refit without i, shape (S,), chains stacked.
+
+        ``method="generic"``: unconstrain the draws with the full-data model and recompute its
+        generated ``log_lik``, entry i (any program whose parameter sizes do not depend on N).
+        ``"numpy"``: the closed form of a bundled program. ``"auto"``: numpy for bundled
+        programs, generic otherwise.
+        """
+        if not isinstance(refit_draws, Draws):
+            raise TypeError(f"refit_draws must be a Draws, got {type(refit_draws).__name__}")
+        i = _check_index(i, self.n_obs)
+        if method not in ("auto", "generic", "numpy"):
+            raise ValueError(f"method must be 'auto', 'generic' or 'numpy', got {method!r}")
+        if method == "auto":
+            method = "numpy" if self.name is not None else "generic"
+        if method == "numpy":
+            if self.name is None:
+                raise ValueError(
+                    f"method='numpy' needs a bundled program; {self.stan_file.name} is not one"
+                )
+            X = np.asarray(self.data["X"], dtype=np.float64)
+            return _stan.heldout_log_lik(self.name, refit_draws, X[i], int(self.data["y"][i]))
+        model = self.log_density()
+        if model.n_obs != self.n_obs or len(model.log_lik_shape) > 1:
+            raise ValueError(
+                f"generated quantity {self.log_lik_name!r} has shape {model.log_lik_shape}; the "
+                f"held-out term needs a vector of length N = {self.n_obs}"
+            )
+        try:
+            U = model.unconstrain(refit_draws)
+        except ValueError as err:
+            raise ValueError(
+                f"the refit's draws do not fit the full-data program ({err}); the generic "
+                "held-out log-likelihood needs parameter dimensions that do not depend on N"
+            ) from None
+        ll = model.log_lik(U, i)
+        if np.isnan(ll).any():
+            bad = int(np.isnan(ll).sum())
+            raise ValueError(
+                f"the program rejected {bad} of {ll.size} refit draws when recomputing "
+                f"log_lik[{i + 1}]"
+            )
+        return ll

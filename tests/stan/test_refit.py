@@ -1,0 +1,318 @@
+"""Exact LOO by refitting: truth files, MCSE, parallel = serial, limits, refit_fn paths."""
+
+import json
+import logging
+import pathlib
+import types
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import loo_adapt.stan.refit as refit_mod
+from loo_adapt.result import PointwiseLoo
+from loo_adapt.stan.program import StanProgram
+from loo_adapt.stan.refit import RefitResult, heldout_elpd, refit_loo
+
+HERE = pathlib.Path(__file__).resolve().parents[1]
+TRUTH = HERE / "data" / "cmdstan" / "truth" / "logistic_normal.csv"
+DATA_JSON = HERE / "data" / "cmdstan" / "logistic_normal.data.json"
+BUNDLED = HERE.parent / "stan_models" / "logistic_normal.stan"
+
+# Conjugate normal model y_j ~ N(mu, 1), mu ~ N(0, TAU^2): the exact LOO predictive density
+# is N(y_i | m_-i, 1 + v_-i), an independent reference for the refit_fn paths.
+TAU = 10.0
+Y_CONJ = np.array([0.3, -1.2, 0.8, 4.5, 0.1, -0.4, 1.1, 0.6])
+
+
+def _posterior_without(i):
+    rest = np.delete(Y_CONJ, i)
+    prec = 1.0 / TAU**2 + rest.size
+    return rest.sum() / prec, 1.0 / prec
+
+
+def exact_elpd(i):
+    m, v = _posterior_without(i)
+    return stats.norm.logpdf(Y_CONJ[i], loc=m, scale=np.sqrt(1.0 + v))
+
+
+def conj_refit(i, seed):
+    """Module level, so that it pickles into worker processes."""
+    m, v = _posterior_without(i)
+    mu = np.random.default_rng(seed).normal(m, np.sqrt(v), size=(4, 500))
+    return stats.norm.logpdf(Y_CONJ[i], loc=mu, scale=1.0)
+
+
+class _FakeDataArray:
+    def __init__(self, values):
+        self.values = values
+
+
+class FakeWrapper:
+    """The arviz SamplingWrapper duck type, for the conjugate model (no PyMC needed)."""
+
+    def __init__(self, seed=0):
+        self.seed = seed
+        self.calls = []
+
+    def sel_observations(self, idx):
+        self.calls.append(int(idx))
+        return np.delete(Y_CONJ, idx), Y_CONJ[idx]
+
+    def sample(self, modified_observed_data):
+        prec = 1.0 / TAU**2 + modified_observed_data.size
+        m, v = modified_observed_data.sum() / prec, 1.0 / prec
+        rng = np.random.default_rng(self.seed + len(self.calls))
+        return rng.normal(m, np.sqrt(v), size=(4, 500))
+
+    def get_inference_data(self, fitted_model):
+        return {"mu": fitted_model}
+
+    def log_likelihood__i(self, excluded_obs, idata__i):
+        return _FakeDataArray(stats.norm.logpdf(excluded_obs, loc=idata__i["mu"], scale=1.0))
+
+
+# ------------------------------------------------------------------------------- truth files
+@pytest.fixture(scope="module")
+def program():
+    pytest.importorskip("stanli")
+    data = json.loads(DATA_JSON.read_text())
+    data["mixis"] = 0  # the fixture data predates the flag of the bundled program
+    return StanProgram(BUNDLED, data, backend="stanli")
+
+
+def test_refit_matches_brute_force_truth_and_parallel_equals_serial(program, caplog):
+    truth = np.loadtxt(TRUTH, delimiter=",", skiprows=1)
+    idx = [46, 23, 2]  # the hardest observation (elpd -4.6), a y = 0 one, an easy one
+    with caplog.at_level(logging.INFO, logger="loo_adapt.stan.refit"):
+        par = refit_loo(idx, program, seed=7, n_jobs=2, progress=False)
+    assert par.refitted.all() and par.not_refitted.size == 0
+    np.testing.assert_array_equal(par.seeds, [53, 30, 9])
+    np.testing.assert_array_equal(par.n_samples, 4000)
+    t_elpd, t_se, t_p1 = truth[idx, 1], truth[idx, 2], truth[idx, 3]
+    tol = 4.0 * np.sqrt(par.mcse_elpd_loo**2 + t_se**2) + 0.01
+    assert np.all(np.abs(par.elpd_loo - t_elpd) < tol), (par.elpd_loo, t_elpd, tol)
+    assert np.all(par.mcse_elpd_loo > 0) and np.all(par.mcse_elpd_loo < 0.2)
+    assert np.all((par.ess > 200) & (par.ess < 16000))
+    p_tol = 4.0 * np.exp(t_elpd) * np.sqrt(par.mcse_elpd_loo**2 + t_se**2) + 0.005
+    assert np.all(np.abs(par.loo_prob - t_p1) < p_tol), (par.loo_prob, t_p1)
+    # the time estimate is reported before the remaining refits, from the first one's time
+    msgs = [r.getMessage() for r in caplog.records if r.name == "loo_adapt.stan.refit"]
+    assert len(msgs) == 1 and "estimated" in msgs[0] and "remaining 2 refit(s)" in msgs[0]
+    assert par.estimated_seconds_total == pytest.approx(par.seconds[0] * (1 + 2 / 2))
+
+    ser = refit_loo(idx, program, seed=7, n_jobs=1, progress=False)
+    for a, b in zip(par.log_lik, ser.log_lik):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(par.elpd_loo, ser.elpd_loo)
+    np.testing.assert_array_equal(par.mcse_elpd_loo, ser.mcse_elpd_loo)
+
+
+def test_refit_fn_takes_precedence_and_program_supplies_y(program):
+    y = np.asarray(program.data["y"])
+    i0, i1 = int(np.flatnonzero(y == 0)[0]), int(np.flatnonzero(y == 1)[0])
+    res = refit_loo([i0, i1], program, refit_fn=lambda i: np.log(np.full(40, 0.25)),
+                    n_jobs=1, progress=False)
+    np.testing.assert_allclose(res.elpd_loo, np.log(0.25), rtol=1e-15)
+    np.testing.assert_allclose(res.loo_prob, [0.75, 0.25], rtol=1e-15)
+    np.testing.assert_array_equal(res.mcse_elpd_loo, 0.0)  # constant likelihood
+    with pytest.raises(IndexError, match="N = 54"):
+        refit_loo([54], program, progress=False)
+
+
+# ------------------------------------------------------------------------------- MCSE
+def _ar1(rng, phi, shape):
+    x = np.empty(shape)
+    x[..., 0] = rng.normal(size=shape[:-1])
+    eps = rng.normal(size=shape) * np.sqrt(1.0 - phi**2)
+    for t in range(1, shape[-1]):
+        x[..., t] = phi * x[..., t - 1] + eps[..., t]
+    return x
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.9])
+def test_mcse_matches_spread_over_replications(phi):
+    rng = np.random.default_rng(1 + int(10 * phi))
+    reps = 300
+    x = _ar1(rng, phi, (reps, 4, 250))
+    ll = stats.norm.logpdf(1.5, loc=x, scale=0.7)  # heavy-ish right tail of exp(ll)
+    est = np.array([heldout_elpd(ll[r]) for r in range(reps)])
+    elpd, mcse, ess = est.T
+    exact = np.log(stats.norm.pdf(1.5, scale=np.sqrt(1 + 0.49)))
+    assert abs(elpd.mean() - exact) < 4 * elpd.std() / np.sqrt(reps)
+    assert 0.85 < mcse.mean() / elpd.std(ddof=1) < 1.15
+    if phi > 0:
+        # ignoring the autocorrelation would understate the error by far
+        naive = np.array([np.std(np.exp(v - e), ddof=1) / np.sqrt(v.size)
+                          for v, e in zip(ll, elpd)])
+        assert naive.mean() / elpd.std(ddof=1) < 0.5
+        assert ess.mean() < 250
+    else:
+        assert 800 < ess.mean() < 1200
+
+
+def test_heldout_elpd_is_stable_and_checks_input():
+    ll = np.full((2, 10), -800.0)  # exp underflows; the log-space estimate does not
+    ll[0, 0] = -799.0
+    elpd, mcse, _ = heldout_elpd(ll)
+    assert elpd == pytest.approx(-800.0 + np.log((np.e + 19) / 20), abs=1e-12)
+    assert np.isfinite(mcse) and mcse > 0
+    with pytest.raises(ValueError, match="NaN"):
+        heldout_elpd(np.r_[np.zeros(9), np.nan])
+    with pytest.raises(ValueError, match="at least 4 draws"):
+        heldout_elpd(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="-inf"):
+        heldout_elpd(np.full(8, -np.inf))
+
+
+# ------------------------------------------------------------------------------- refit_fn
+def test_refit_fn_callable_parallel_serial_and_exact():
+    idx = [3, 0, 6, 1]
+    par = refit_loo(idx, refit_fn=conj_refit, seed=11, n_jobs=2, progress=False)
+    ser = refit_loo(idx, refit_fn=conj_refit, seed=11, n_jobs=1, progress=False)
+    np.testing.assert_array_equal(par.elpd_loo, ser.elpd_loo)
+    np.testing.assert_array_equal(par.seeds, np.array(idx) + 11)
+    exact = np.array([exact_elpd(i) for i in idx])
+    assert np.all(np.abs(par.elpd_loo - exact) < 4 * par.mcse_elpd_loo)
+    assert np.isnan(par.loo_prob).all()  # not a binary outcome
+    # an observation far from the others (y = 4.5) is the one with the largest error
+    assert par.mcse_elpd_loo[0] == par.mcse_elpd_loo.max()
+
+
+def test_refit_fn_fake_sampling_wrapper():
+    wrapper = FakeWrapper(seed=5)
+    res = refit_loo([6, 3], refit_fn=wrapper, n_jobs=1, progress=False)
+    assert wrapper.calls == [6, 3]
+    exact = np.array([exact_elpd(6), exact_elpd(3)])
+    assert np.all(np.abs(res.elpd_loo - exact) < 4 * res.mcse_elpd_loo)
+    assert [a.shape for a in res.log_lik] == [(4, 500), (4, 500)]
+
+    class Incomplete(FakeWrapper):
+        def check_implemented_methods(self, methods):
+            return ["log_likelihood__i"]
+
+    with pytest.raises(TypeError, match="does not implement"):
+        refit_loo([1], refit_fn=Incomplete(), progress=False)
+    with pytest.raises(TypeError, match="lacks"):
+        refit_loo([1], refit_fn=object(), progress=False)
+
+
+def test_refit_fn_errors_name_the_observation():
+    def bad(i):
+        return np.full(40, np.nan) if i == 2 else np.zeros(40)
+
+    with pytest.raises(ValueError, match="NaN") as info:
+        refit_loo([0, 2], refit_fn=bad, n_jobs=1, progress=False)
+    assert any("observation 2" in note for note in info.value.__notes__)
+    with pytest.raises(ValueError, match="program= .* or refit_fn="):
+        refit_loo([0], progress=False)
+    with pytest.raises(ValueError, match="duplicates"):
+        refit_loo([0, 0], refit_fn=bad, progress=False)
+    with pytest.raises(IndexError, match="out of range"):
+        refit_loo([8], refit_fn=bad, y=np.zeros(8, dtype=int), progress=False)
+
+
+# ------------------------------------------------------------------------------- limits
+class _FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+def test_limits_leave_the_right_observations_out(monkeypatch, caplog):
+    clock = _FakeClock()
+    monkeypatch.setattr(refit_mod, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    cost = {7: 10.0, 3: 10.0, 9: 30.0, 1: 10.0, 5: 10.0}
+    calls = []
+
+    def slow(i):  # a closure: cannot be pickled, so it runs serially with a warning
+        calls.append(i)
+        clock.now += cost[i]
+        return conj_refit(i % 8, seed=i)
+
+    # budget 25 s, first refit 10 s: one more fits, three are left out
+    with caplog.at_level(logging.INFO, logger="loo_adapt.stan.refit"):
+        with pytest.warns(UserWarning, match="3 of 5 observations were not refitted"):
+            res = refit_loo([7, 3, 9, 1, 5], refit_fn=slow, n_jobs=1, max_seconds=25,
+                            progress=False)
+    assert calls == [7, 3]
+    np.testing.assert_array_equal(res.refitted, [True, True, False, False, False])
+    np.testing.assert_array_equal(res.not_refitted, [9, 1, 5])
+    assert res.estimated_seconds_total == 50.0 and res.estimated_seconds_planned == 20.0
+    assert np.isnan(res.elpd_loo[2:]).all() and np.isfinite(res.elpd_loo[:2]).all()
+    msg = caplog.records[-1].getMessage()
+    assert "took 10.00 s" in msg and "estimated 10.0 s for the remaining 1" in msg
+    assert "all 5 would take about 50.0 s" in msg
+
+    # budget 45 s: three more are scheduled, but observation 9 takes 30 s, so the hard stop
+    # drops the rest once the budget is spent
+    calls.clear()
+    clock.now = 0.0
+    with pytest.warns(UserWarning, match="2 of 5"):
+        res = refit_loo([7, 3, 9, 1, 5], refit_fn=slow, n_jobs=1, max_seconds=45,
+                        progress=False)
+    assert calls == [7, 3, 9]
+    np.testing.assert_array_equal(res.not_refitted, [1, 5])
+
+    calls.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = refit_loo([1, 5, 3, 7], refit_fn=slow, n_jobs=2, max_refits=3, progress=False)
+    messages = [str(w.message) for w in caught]
+    assert any("cannot be sent to worker processes" in m for m in messages)
+    assert any("1 of 4 observations were not refitted" in m for m in messages)
+    assert calls == [1, 5, 3]
+    np.testing.assert_array_equal(res.not_refitted, [7])
+
+    with pytest.warns(UserWarning, match="3 of 3"):
+        res = refit_loo([1, 5, 3], refit_fn=slow, max_refits=0, progress=False)
+    assert res.n_refitted == 0 and res.estimated_seconds_total == 0.0
+
+
+# ------------------------------------------------------------------------------- apply_to
+def test_apply_to_pointwise_loo():
+    n = 8
+    rng = np.random.default_rng(3)
+    lpd = -rng.uniform(0.1, 1.0, n)
+    base = PointwiseLoo(
+        elpd_loo=lpd - 0.05, p_loo=np.full(n, 0.05), lpd=lpd, mcse_elpd_loo=np.full(n, 0.01),
+        khat=np.linspace(0.1, 1.2, n), khat_threshold=0.7, n_samples=1000, r_eff=1.0,
+        method=np.array(["psis"] * n),  # a fixed-width string array must not truncate
+    )
+    y = (Y_CONJ > 0).astype(int)
+    res = refit_loo([7, 1], refit_fn=conj_refit, y=y, seed=1, n_jobs=1, progress=False)
+    assert isinstance(res, RefitResult)
+    assert list(y[[7, 1]]) == [1, 0]
+    np.testing.assert_allclose(res.loo_prob, [np.exp(res.elpd_loo[0]),
+                                              1.0 - np.exp(res.elpd_loo[1])], rtol=1e-15)
+    khat = base.khat.copy()
+    out = res.apply_to(base)
+    assert out is base
+    assert list(out.method) == ["psis", "refit"] + ["psis"] * 5 + ["refit"]
+    np.testing.assert_array_equal(out.elpd_loo[[7, 1]], res.elpd_loo)
+    np.testing.assert_allclose(out.p_loo[[7, 1]], lpd[[7, 1]] - res.elpd_loo)
+    np.testing.assert_array_equal(out.mcse_elpd_loo[[7, 1]], res.mcse_elpd_loo)
+    np.testing.assert_array_equal(out.diagnostic[[7, 1]], res.ess)
+    assert np.isnan(out.khat_after[[7, 1]]).all() and np.isnan(out.diagnostic[0])
+    np.testing.assert_array_equal(out.khat, khat)
+    np.testing.assert_array_equal(out.loo_prob[[7, 1]], res.loo_prob)
+    assert not out.unreliable[7]  # a refit is never flagged, whatever its k-hat was
+    assert out.unreliable[6]
+    assert np.isclose(out.estimates()["elpd_loo"], out.elpd_loo.sum())
+    # outcomes known to the result only: loo_prob is still filled in
+    with_y = PointwiseLoo(
+        elpd_loo=lpd.copy(), p_loo=np.zeros(n), lpd=lpd, mcse_elpd_loo=np.zeros(n),
+        khat=np.ones(n), khat_threshold=0.7, n_samples=1000, r_eff=1.0, y=y.astype(float),
+    )
+    res_no_y = refit_loo([7, 1], refit_fn=conj_refit, seed=1, n_jobs=1, progress=False)
+    assert np.isnan(res_no_y.loo_prob).all()
+    np.testing.assert_allclose(res_no_y.apply_to(with_y).loo_prob[[7, 1]], res.loo_prob,
+                               rtol=1e-15)
+    small = PointwiseLoo(elpd_loo=np.zeros(3), p_loo=np.zeros(3), lpd=np.zeros(3),
+                         mcse_elpd_loo=np.zeros(3), khat=np.zeros(3), khat_threshold=0.7,
+                         n_samples=10, r_eff=1.0)
+    with pytest.raises(IndexError, match="3 observations"):
+        res.apply_to(small)
