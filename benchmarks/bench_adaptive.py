@@ -51,8 +51,8 @@ def main(argv=None):
     import numba
     from ovarian_table1 import load_fit, ovarian_data
 
-    from loo_adapt.api import psis_loo
     from loo_adapt.estimators.adaptive import adapt_loo
+    from loo_adapt.estimators.psis import psis_of_draws
     from loo_adapt.models import model_for
 
     draws, _ = load_fit()
@@ -62,7 +62,7 @@ def main(argv=None):
           f"numba threads {numba.get_num_threads()}; maxrss after loading {rss_loaded:.0f} MB")
 
     def run_psis():
-        return psis_loo(draws)
+        return psis_of_draws(draws)
 
     def run_adapt(base):
         return adapt_loo(draws, model, base=base, transforms=tuple(args.transforms),

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from loo_adapt.api import loo, psis_loo
+from loo_adapt.api import loo
 from loo_adapt.estimators.adaptive import adapt_loo
+from loo_adapt.estimators.psis import psis_of_draws
 from loo_adapt.io.readers import read_csv
 from loo_adapt.models import model_for
 from loo_adapt.stan.program import StanProgram
@@ -70,7 +71,7 @@ def main(argv=None):
         data, draws, truth = load(name)
         model = model_for(name, data)
         t0 = time.perf_counter()
-        base = psis_loo(draws, reff=1.0)
+        base = psis_of_draws(draws, reff=1.0)
         t_psis = time.perf_counter() - t0
         high = base.khat > base.khat_threshold
         mc = np.sqrt(np.mean(truth[:, 2] ** 2))

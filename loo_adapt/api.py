@@ -1,4 +1,5 @@
-"""The public `loo` verb: any draws in, the installed arviz's ELPDData out."""
+"""The public `loo` verb: read -> PSIS -> fold over estimator stages -> the installed arviz's
+ELPDData.  Which stages run is data (`plan_stages`); every estimator is in `estimators/`."""
 
 from __future__ import annotations
 
@@ -6,39 +7,95 @@ import warnings
 
 import numpy as np
 
-from loo_adapt.core import psis as _psis
-from loo_adapt.evaluation.arviz import to_elpd_data
+from loo_adapt.draws import Draws
+from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
+from loo_adapt.estimators.base import Context, Stage, run_stages
+from loo_adapt.estimators.mixis import MixIS
+from loo_adapt.estimators.moment_match import MomentMatch
+from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
+from loo_adapt.estimators.refit import Refit
 
-from .draws import Draws
-
-
-def _as_draws(data) -> Draws:
-    if isinstance(data, Draws):
-        return data
-    from loo_adapt.io.readers import read_draws
-
-    return read_draws(data)
-
-
-def psis_loo(draws: Draws, *, var_name: str = "log_lik", reff=None):
-    """Plain PSIS-LOO on draws; approximate posteriors are corrected by log p - log q."""
-    log_lik = draws.log_lik(var_name)
-    if draws.is_approximate:
-        return _psis.loo_pointwise_approximate(
-            log_lik.reshape(draws.n_samples, -1), draws.log_ratio_offset(),
-            r_eff=1.0 if reff is None else reff,
-        )
-    if draws.n_chains == 1 and reff is None:
-        reff = 1.0
-    return _psis.loo_pointwise(log_lik, r_eff=reff)
-
+__all__ = ["loo", "plan_stages", "ESTIMATORS", "FALLBACKS", "DEFAULT_TRANSFORMS",
+           "ALL_TRANSFORMS"]
 
 #: Transforms tried by default: log-likelihood descent alone is the one measured closest to
-#: brute-force truth on all three fixture models (benchmarks/truth.py); KL/Var barely move
-#: and MM1/MM2 lower k-hat while moving the estimate away from truth.
+#: brute-force truth on the fixture models (benchmarks/truth.py); KL/Var barely move and
+#: MM1/MM2 lower k-hat while moving the estimate away from truth.
 DEFAULT_TRANSFORMS = ("ll",)
 ALL_TRANSFORMS = ("kl", "var", "ll", "mm1", "mm2")
-FALLBACKS = ("mm", "mixis", "refit")
+#: estimator choices of `loo(estimator=...)`
+ESTIMATORS = ("auto", "psis", "adaptive", "mixis")
+#: estimators that can follow, in the order given, for rows still not shown reliable
+FALLBACKS = ("adaptive", "mm", "mixis", "refit")
+
+
+def _as_draws(data, method=None) -> Draws:
+    from loo_adapt.io.readers import normalize_method, read_draws
+
+    method = normalize_method(method)
+    if isinstance(data, Draws):
+        if method is not None and method != data.method:
+            raise ValueError(f"method={method!r} contradicts the draws' origin "
+                             f"{data.method!r}; leave method= out for Draws objects")
+        return data
+    return read_draws(data, method=method)
+
+
+def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
+                fallback=(), transforms=DEFAULT_TRANSFORMS, rho=None, selection="split",
+                certify=True, jacobian="exact", mixis_max_mcse=0.1, refit_kwargs=None,
+                adapt=None) -> list[Stage]:
+    """The stages `loo` folds over, after plain PSIS.
+
+    ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
+    truth: with a Stan program or mixture draws, mixture IS for every observation and
+    (budgeted) refits where its MCSE is too large; without them, PSIS plus adaptive IS
+    accepted only where certified (`loo_adapt.estimators.certify`).  Explicit ``fallback``
+    estimators run after the primary estimator, in order, on rows still not shown reliable.
+    """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    fallback = (fallback,) if isinstance(fallback, str) else tuple(fallback or ())
+    unknown = [f for f in fallback if f not in FALLBACKS]
+    if unknown:
+        raise ValueError(f"unknown fallback {unknown}; choose from {FALLBACKS}")
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    has_mixture = program is not None or mixis_draws is not None
+    if estimator == "auto":
+        if fallback:
+            estimator = "adaptive" if model is not None and adapt is not False else "psis"
+        elif has_mixture:
+            estimator = "mixis"
+            if program is not None or (refit_kwargs or {}).get("refit_fn") is not None:
+                fallback = ("refit",)
+        else:
+            estimator = "adaptive" if model is not None and adapt is not False else "psis"
+    if adapt and model is None:
+        raise ValueError("adapt=True needs model= (e.g. loo_adapt.models.LogisticRegression)")
+    if estimator == "psis" and adapt:
+        estimator = "adaptive"
+    adaptive = AdaptiveIS(transforms=tuple(transforms), rho=None if rho is None else tuple(
+        np.atleast_1d(rho)), selection=selection, jacobian=jacobian, certify=certify)
+    refit_opts = dict(refit_kwargs or {})
+    make = {
+        "adaptive": lambda: Stage(adaptive),
+        "mm": lambda: Stage(MomentMatch()),
+        "mixis": lambda: Stage(MixIS(max_mcse=mixis_max_mcse)),
+        "refit": lambda: Stage(Refit(options=refit_opts)),
+    }
+    stages = []
+    if estimator == "adaptive":
+        if model is None:
+            raise ValueError("estimator='adaptive' needs model= (a loo_adapt.models family)")
+        stages.append(make["adaptive"]())
+    elif estimator == "mixis":
+        stages.append(Stage(MixIS(max_mcse=mixis_max_mcse), rows="all", accept="all"))
+    for name in fallback:
+        if name == "adaptive" and estimator == "adaptive":
+            continue
+        stages.append(make[name]())
+    return stages
 
 
 def loo(
@@ -47,131 +104,128 @@ def loo(
     var_name: str = "log_lik",
     reff=None,
     pointwise: bool = True,
-    scale: str = "log",
+    scale: str | None = None,
+    method: str | None = None,
+    estimator: str = "auto",
     model=None,
+    program=None,
+    mixis_draws=None,
+    fallback=(),
     adapt: bool | None = None,
     transforms=DEFAULT_TRANSFORMS,
     rho=None,
-    khat_threshold: float | None = None,
     selection: str = "split",
+    certify: bool = True,
+    jacobian: str = "exact",
+    khat_threshold: float | None = None,
     seed=None,
-    method: str = "psis",
-    program=None,
-    fallback=(),
-    mixis_draws=None,
     mixis_max_mcse: float = 0.1,
     refit_kwargs: dict | None = None,
     y=None,
+    r_eff=None,
 ):
-    """Leave-one-out cross-validation with PSIS, adaptive IS, and fallbacks you can trust.
+    """Leave-one-out cross-validation you can trust: PSIS, then estimators that can fix it.
 
     Parameters
     ----------
     data : Draws, cmdstanpy fit, Stan CSV path(s), InferenceData / DataTree, stanli Fit,
         dict of arrays, or an array of pointwise log-likelihood (chains, draws, n) / (S, n).
     var_name : name of the pointwise log-likelihood variable.
-    reff : relative efficiency; None computes it from the chain structure (R loo's
-        relative_eff of exp(log_lik)); arviz instead averages the ESS of the parameters.
+    reff : relative efficiency (``r_eff`` is accepted too); None computes it from the chain
+        structure (R loo's relative_eff of exp(log_lik)); arviz instead averages the ESS of
+        the parameters.
     pointwise : keep pointwise values in the ELPDData.
-    scale : "log" (elpd), "negative_log" or "deviance" (looic = -2 elpd).
-    model : a model family (`loo_adapt.models`), needed for adaptation.
-    adapt : transform the draws of observations above the k-hat threshold; defaults to
-        True when a model is given.
-    transforms, rho, selection, seed : see `loo_adapt.estimators.adaptive.adapt_loo`. The default
-        ``transforms=("ll",)`` and ``selection="split"`` are the settings measured closest
-        to brute-force truth; pass ``ALL_TRANSFORMS`` and ``selection="min_khat"`` for the
-        paper's rule.
-    khat_threshold : default min(1 - 1/log10 S, 0.7).
-    method : "psis" (PSIS, adapted where a model is given) or "mixis": mixture importance
-        sampling (Silva & Zanella 2023) for every observation from one extra fit of the
-        mixture posterior (``mixis_draws``, or fitted from ``program``); measured closest
-        to brute-force truth on the fixture models, PSIS k-hat of ``data`` is kept as the
-        "before" diagnostic.
-    program : `loo_adapt.stan.program.StanProgram` (Stan program + data), needed by the
-        fallbacks unless ``mixis_draws`` / ``refit_kwargs["refit_fn"]`` are given.
-    fallback : estimators applied, in order, to observations whose estimate is still not
-        shown reliable: "mm" (moment matching in the model's full unconstrained space),
-        "mixis" (mixture importance sampling from one extra fit; accepted where its MCSE is
-        at most ``mixis_max_mcse``), "refit" (exact refits).
+    scale : "log" (elpd), "negative_log" or "deviance" (looic = -2 elpd); None follows
+        arviz's ``rcParams["stats.ic_scale"]`` when it exists, else "log".
+    method : origin of the draws when it cannot be detected ("mcmc", "advi", "laplace",
+        "pathfinder"); draws of an approximation are corrected by p/q importance ratios.
+    estimator : "auto" (default: mixture IS + refits when ``program`` or ``mixis_draws``
+        is given, else PSIS with certified adaptive IS when ``model`` is given, else PSIS),
+        "psis", "adaptive" or "mixis" (mixture IS for every observation).
+    model : a model family (`loo_adapt.models`), needed for adaptive IS.
+    program : `loo_adapt.StanProgram` (Stan program + data): mixture fit, moment matching
+        and refits.
     mixis_draws : draws of the mixture posterior (else fitted from ``program``).
-    refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds, n_jobs,
-        refit_fn, chains, draws, progress, ...).
+    fallback : estimators applied, in order, to rows still not shown reliable: "adaptive",
+        "mm" (moment matching in the program's unconstrained space), "mixis", "refit".
+    adapt : False disables adaptive IS even when a model is given.
+    transforms, rho, selection, jacobian : see `loo_adapt.estimators.adaptive`; the default
+        ``transforms=("ll",)`` and ``selection="split"`` are the settings measured closest
+        to brute-force truth; ``ALL_TRANSFORMS`` and ``selection="min_khat"`` give the
+        paper's rule.
+    certify : accept an adapted estimate only when the checks of
+        `loo_adapt.estimators.certify` pass (k-hat alone cannot see bias).
+    khat_threshold : in (0, 1]; default min(1 - 1/log10 S, 0.7).
+    seed : seeds every random choice (split halves, mixture fit, refits).
+    mixis_max_mcse : a MixIS row is reliable when its MCSE is at most this.
+    refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
+        n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
 
     Returns
     -------
-    The installed arviz's ELPDData (subclass) with ``.loo_adapt`` (a `PointwiseLoo` saying
-    per observation which estimator produced it) and ``.summary()``.
+    ELPDData
+        The installed arviz's ELPDData (a subclass) with ``.loo_adapt`` (a `PointwiseLoo`
+        saying per observation which estimator produced it and what verified it) and
+        ``.summary()``.
+
+    Examples
+    --------
+    >>> import numpy as np, loo_adapt
+    >>> ll = np.random.default_rng(0).normal(-1.0, 0.1, size=(4, 500, 20))
+    >>> res = loo_adapt.loo(ll)
+    >>> round(float(res.loo_adapt.estimates()["elpd_loo"]), 1)
+    -20.1
     """
-    draws = _as_draws(data)
-    if adapt is None:
-        adapt = model is not None
-    if adapt and model is None:
-        raise ValueError("adapt=True needs model= (e.g. loo_adapt.models.LogisticRegression)")
-    fallback = (fallback,) if isinstance(fallback, str) else tuple(fallback or ())
-    unknown = [f for f in fallback if f not in FALLBACKS]
-    if unknown:
-        raise ValueError(f"unknown fallback {unknown}; choose from {FALLBACKS}")
-    if method not in ("psis", "mixis"):
-        raise ValueError(f"method must be 'psis' or 'mixis', got {method!r}")
-    base = psis_loo(draws, var_name=var_name, reff=reff)
+    from loo_adapt.evaluation.arviz import to_elpd_data
+
+    if method in ("psis", "mixis"):
+        warnings.warn(f"method={method!r} names the estimator: use estimator={method!r} "
+                      "(method= now names the draws' origin)", FutureWarning, stacklevel=2)
+        # the old meaning: "psis" adapted whenever a model was given
+        estimator = "adaptive" if method == "psis" and model is not None else method
+        method = None
+    if r_eff is not None:
+        if reff is not None:
+            raise ValueError("give reff= or r_eff=, not both")
+        reff = r_eff
+    if khat_threshold is not None and not 0.0 < float(khat_threshold) <= 1.0:
+        raise ValueError(f"khat_threshold must be in (0, 1], got {khat_threshold!r}")
+    scale = _resolve_scale(scale)
+    stages = plan_stages(
+        estimator=estimator, model=model, program=program, mixis_draws=mixis_draws,
+        fallback=fallback, transforms=transforms, rho=rho, selection=selection,
+        certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
+        refit_kwargs=refit_kwargs, adapt=adapt,
+    )
+    draws = _as_draws(data, method=method)
     if y is None and model is not None:
         y = model.y
-    if method == "mixis":
-        result = base.to_result()
-        if khat_threshold is not None:
-            result.khat_threshold = float(khat_threshold)
-        if y is not None:
-            result.y = _check_y(y, result.n_obs)
-        result.reliable[:] = False
-        _apply_mixis(result, program, mixis_draws, var_name, mixis_max_mcse, seed,
-                     replace_all=True)
-    elif adapt:
-        from loo_adapt.estimators.adaptive import adapt_loo
-
-        result = adapt_loo(
-            draws,
-            model,
-            base=base,
-            transforms=transforms,
-            rho=rho,
-            khat_threshold=khat_threshold,
-            selection=selection,
-            seed=seed,
-            var_name=var_name,
-        )
-    else:
-        result = base.to_result()
-        if khat_threshold is not None:
-            result.khat_threshold = float(khat_threshold)
-            result.reliable = result.khat_after <= result.khat_threshold
-        if y is not None:
-            result.y = _check_y(y, result.n_obs)
-            ll = draws.log_lik(var_name).reshape(draws.n_samples, -1)
-            result.loo_prob = _loo_prob_from_log_lik(ll, base.log_weights, result.y)
-    for name in fallback:
-        if not np.any(result.unreliable):
-            break
-        if name == "mm":
-            _apply_moment_matching(result, draws, program, base, var_name)
-        elif name == "mixis":
-            _apply_mixis(result, program, mixis_draws, var_name, mixis_max_mcse, seed)
-        else:
-            _apply_refit(result, program, refit_kwargs or {}, seed)
-    result.p_loo = result.lpd - result.elpd_loo
-    if np.any(result.unreliable):
-        bad = int(np.sum(result.unreliable))
-        hint = "" if fallback else (
-            "; adapt them (model=) or use fallback=('mixis', 'refit') with program="
-        )
-        warnings.warn(
-            f"{bad} of {result.n_obs} observations have Pareto k-hat above "
-            f"{result.khat_threshold:.2f}: their elpd_loo estimates are unreliable{hint}",
-            UserWarning,
-            stacklevel=2,
-        )
+    ctx = Context(draws=draws, var_name=var_name, r_eff=reff, model=model, program=program,
+                  mixis_draws=mixis_draws, khat_threshold=khat_threshold,
+                  seed=None if seed is None else int(seed))
+    base = ctx.base
+    if y is not None:
+        ctx.y = _check_y(y, base.elpd_loo.size)
+    prob = None if ctx.y is None else loo_prob_from_log_lik(ctx.log_lik, base.log_weights,
+                                                             ctx.y)
+    result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob)
+    result = run_stages(ctx, result, stages)
+    _warn_unverified(result, program=program, model=model, mixis_draws=mixis_draws)
     log_weights = base.log_weights if not np.any(result.adapted) else None
     return to_elpd_data(result, scale=scale, pointwise=pointwise, log_weights=log_weights)
+
+
+def _resolve_scale(scale):
+    if scale is not None:
+        return scale
+    try:
+        import arviz as az
+
+        value = az.rcParams.get("stats.ic_scale", "log")
+    except Exception:  # arviz without that rcParam
+        value = "log"
+    return value if value in ("log", "negative_log", "deviance") else "log"
 
 
 def _check_y(y, n) -> np.ndarray:
@@ -183,87 +237,28 @@ def _check_y(y, n) -> np.ndarray:
     return y.astype(float)
 
 
-def _loo_prob_from_log_lik(ll, log_weights, y) -> np.ndarray:
-    """P(y_i = 1 | y_-i): the Bernoulli likelihood of the observed y_i gives P(y_i = 1)."""
-    from loo_adapt.estimators.mixis import bernoulli_log_p1
-
-    return np.sum(np.exp(log_weights + bernoulli_log_p1(ll, y)), axis=0)
+def _stan_rows(rows, limit: int = 10) -> str:
+    shown = ", ".join(f"{i} (log_lik[{i + 1}])" for i in rows[:limit])
+    return shown + (f", ... ({len(rows) - limit} more)" if len(rows) > limit else "")
 
 
-def _need_program(program, what):
-    if program is None:
-        raise ValueError(
-            f"fallback {what!r} needs program=loo_adapt.stan.program.StanProgram(stan_file, data)"
-        )
-    return program
-
-
-def _apply_moment_matching(result, draws, program, base, var_name):
-    from loo_adapt.estimators.moment_match import moment_match_loo
-
-    density = _need_program(program, "mm").log_density()
-    upars = density.unconstrain(draws)
-    ll = draws.log_lik(var_name).reshape(draws.n_samples, -1)
-    todo = np.flatnonzero(result.unreliable)
-    mm = moment_match_loo(
-        upars, ll, density.log_density, lambda u, i: density.log_lik(u, idx=[i])[:, 0],
-        r_eff=base.r_eff, khat_threshold=result.khat_threshold, indices=todo,
+def _warn_unverified(result, *, program, model, mixis_draws) -> None:
+    bad = np.flatnonzero(result.unreliable)
+    if bad.size == 0:
+        return
+    kinds: dict[str, int] = {}
+    for why in result.reason[bad]:
+        head = str(why).split(";")[-1].split(":")[0].strip() or "not verified"
+        kinds[head] = kinds.get(head, 0) + 1
+    counts = "; ".join(f"{v} x {k}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    if program is None and mixis_draws is None:
+        hint = ("verify them with loo(..., program=loo_adapt.StanProgram(stan_file, data)) "
+                "(mixture IS for every row, refits where its MCSE is too large)")
+    else:
+        hint = ("refit them: loo(..., program=..., fallback=('refit',)) or raise the refit "
+                "budget with refit_kwargs={'max_refits': ...}")
+    warnings.warn(
+        f"{bad.size} of {result.n_obs} observations have no verified estimate ({counts}); "
+        f"observations (0-based, Stan index in brackets): {_stan_rows(bad)}; {hint}",
+        UserWarning, stacklevel=3,
     )
-    for i in todo:
-        k = mm.khat_split[i] if np.isfinite(mm.khat_split[i]) else mm.khat[i]
-        if mm.improved[i] and k <= result.khat_threshold:
-            result.elpd_loo[i] = mm.elpd_loo[i]
-            result.mcse_elpd_loo[i] = mm.mcse_elpd_loo[i]
-            result.khat_after[i] = k
-            result.method[i] = "mm"
-            result.rho[i] = np.nan
-            result.reliable[i] = True
-
-
-def _apply_mixis(result, program, mixis_draws, var_name, max_mcse, seed, replace_all=False):
-    from loo_adapt.estimators.mixis import bernoulli_log_p1, mixis_loo, mixis_loo_prob
-
-    if mixis_draws is None:
-        mixis_draws = _need_program(program, "mixis").fit(
-            mixis=True, seed=1 if seed is None else int(seed)
-        )
-    mix = _as_draws(mixis_draws)
-    ll = mix.log_lik(var_name)
-    if ll.shape[-1] != result.n_obs:
-        raise ValueError(
-            f"the mixture fit has {ll.shape[-1]} observations, the LOO has {result.n_obs}"
-        )
-    est = mixis_loo(ll)
-    prob = None
-    if result.y is not None:
-        prob = mixis_loo_prob(ll, bernoulli_log_p1(ll, result.y))
-    todo = np.arange(result.n_obs) if replace_all else np.flatnonzero(result.unreliable)
-    for i in todo:
-        ok = est.mcse_elpd_loo[i] <= max_mcse
-        if ok or replace_all:
-            result.elpd_loo[i] = est.elpd_loo[i]
-            result.mcse_elpd_loo[i] = est.mcse_elpd_loo[i]
-            result.khat_after[i] = np.nan
-            result.diagnostic[i] = est.ess[i]
-            result.method[i] = "mixis"
-            result.rho[i] = np.nan
-            result.reliable[i] = ok
-            if prob is not None:
-                result.loo_prob[i] = prob[i]
-    if replace_all:
-        # p_loo is defined against the posterior: take lpd from the mixture too (SNIS)
-        result.lpd = est.lpd.copy()
-        result.mcse_total = est.mcse_total
-
-
-def _apply_refit(result, program, refit_kwargs, seed):
-    from loo_adapt.stan.refit import refit_loo
-
-    todo = np.flatnonzero(result.unreliable)
-    order = todo[np.argsort(-np.nan_to_num(result.khat_after[todo], nan=np.inf))]
-    kwargs = dict(refit_kwargs)
-    kwargs.setdefault("seed", 0 if seed is None else int(seed))
-    if "refit_fn" not in kwargs:
-        _need_program(program, "refit")
-    refit = refit_loo(order, program, **kwargs)
-    refit.apply_to(result)

@@ -1,12 +1,14 @@
-"""Array-level LOO results: what the estimators return before anything arviz-shaped is built.
+"""Array-level LOO results: what the estimators produce before anything arviz-shaped is built.
 
-`PointwiseLoo` is the one object the edges (arviz_compat, metrics, plots, report, cli)
+`PointwiseLoo` is the one object the edges (evaluation.arviz, metrics, plots, report, cli)
 read.  Every field is a numpy array of length n (observations) unless stated otherwise.
+`PointwiseLoo.merge(estimate)` is the only writer: it returns a new result with the
+estimate's rows written and the history of every row recorded.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -44,7 +46,14 @@ class PointwiseLoo:
         when not given.
     mcse_total : Monte Carlo SE of the total elpd_loo when the estimator knows it (MixIS:
         its pointwise errors are correlated); else the pointwise MCSEs are added in
-        quadrature, as R loo does.
+        quadrature, as R loo does.  Kept (as an upper bound) when later stages replace some
+        rows by estimates with smaller errors.
+    verified_by : per observation, what showed the final estimate reliable: "khat" (PSIS or
+        a transform whose held-out k-hat is below the threshold and which passed the
+        certification), "certified", "mixis_mcse", "refit"; "" where nothing did.
+    reason : per observation, why the final estimate is not shown reliable ("" where it is).
+    history : one record per merged estimate: estimator, rows, accepted mask, elpd_loo,
+        reliable and reason of each row it returned (see `row_history`).
     """
 
     elpd_loo: np.ndarray
@@ -64,6 +73,9 @@ class PointwiseLoo:
     candidates: list[dict] = field(default_factory=list)
     reliable: np.ndarray | None = None
     mcse_total: float | None = None
+    verified_by: np.ndarray | None = None
+    reason: np.ndarray | None = None
+    history: list[dict] = field(default_factory=list)
 
     def __post_init__(self):
         n = len(self.elpd_loo)
@@ -80,11 +92,82 @@ class PointwiseLoo:
         if self.reliable is None:
             self.reliable = np.asarray(self.khat_after, dtype=float) <= self.khat_threshold
         self.reliable = np.asarray(self.reliable, dtype=bool).copy()
+        if self.verified_by is None:
+            self.verified_by = np.where(self.reliable, "khat", "").astype(object)
+        if self.reason is None:
+            self.reason = np.array(
+                ["" if ok else f"k-hat: Pareto k-hat {k:.2f} above {self.khat_threshold:.2f}"
+                 for ok, k in zip(self.reliable, np.asarray(self.khat_after, dtype=float))],
+                dtype=object)
+        self.method = np.asarray(self.method, dtype=object)
+        self.verified_by = np.asarray(self.verified_by, dtype=object)
+        self.reason = np.asarray(self.reason, dtype=object)
         self.r_eff = np.broadcast_to(np.asarray(self.r_eff, dtype=float), (n,)).copy()
         for name in ("p_loo", "lpd", "mcse_elpd_loo", "khat", "khat_after", "method", "rho",
-                     "loo_prob", "diagnostic", "reliable"):
+                     "loo_prob", "diagnostic", "reliable", "verified_by", "reason"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} has length {len(getattr(self, name))}, expected {n}")
+
+    def merge(self, estimate, accept=None) -> PointwiseLoo:
+        """A new result with the rows of ``estimate`` written (the only writer).
+
+        Parameters
+        ----------
+        estimate : `loo_adapt.estimators.base.Estimate`.
+        accept : bool array aligned with ``estimate.rows``: which rows to write (default:
+            all).  Rows not accepted keep their previous estimate; their ``reason`` gains
+            the estimate's reason, and the attempt is recorded in ``history``.
+
+        Returns
+        -------
+        PointwiseLoo
+            For accepted rows every per-row column comes from the estimate (NaN where the
+            estimator does not produce it, never the previous estimator's value);
+            ``p_loo = lpd - elpd_loo``.
+        """
+        rows = np.asarray(estimate.rows, dtype=np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= self.n_obs):
+            raise IndexError(f"estimate rows out of range for {self.n_obs} observations")
+        accept = (np.ones(rows.size, dtype=bool) if accept is None
+                  else np.asarray(accept, dtype=bool).reshape(rows.size))
+        new = {f.name: _copy(getattr(self, f.name)) for f in fields(self)}
+        take = rows[accept]
+        for col, src in (("elpd_loo", "elpd_loo"), ("mcse_elpd_loo", "mcse_elpd_loo"),
+                         ("khat_after", "pareto_k"), ("diagnostic", "diagnostic"),
+                         ("loo_prob", "loo_prob"), ("rho", "rho"), ("method", "method"),
+                         ("reliable", "reliable"), ("verified_by", "verified_by"),
+                         ("reason", "reason")):
+            new[col][take] = np.asarray(getattr(estimate, src))[accept]
+        skipped = rows[~accept]
+        for i, why in zip(skipped, np.asarray(estimate.reason)[~accept]):
+            if why:
+                new["reason"][i] = f"{new['reason'][i]}; {why}" if new["reason"][i] else why
+        if estimate.lpd is not None and accept.all() and rows.size == self.n_obs:
+            new["lpd"][rows] = estimate.lpd
+        if estimate.mcse_total is not None and accept.all() and rows.size == self.n_obs:
+            new["mcse_total"] = float(estimate.mcse_total)
+        new["p_loo"] = new["lpd"] - new["elpd_loo"]
+        new["candidates"] = list(self.candidates) + list(estimate.candidates)
+        new["history"] = list(self.history) + [dict(
+            estimator=estimate.estimator, rows=rows, accepted=accept,
+            elpd_loo=np.asarray(estimate.elpd_loo), reliable=np.asarray(estimate.reliable),
+            reason=np.asarray(estimate.reason))]
+        return replace(self, **new)
+
+    def row_history(self, i: int) -> list[dict]:
+        """Every estimate made for observation ``i``, in order: estimator, elpd_loo,
+        reliable, accepted, reason."""
+        out = []
+        for rec in self.history:
+            hit = np.flatnonzero(rec["rows"] == i)
+            if hit.size:
+                j = int(hit[0])
+                out.append(dict(estimator=rec["estimator"],
+                                elpd_loo=float(rec["elpd_loo"][j]),
+                                reliable=bool(rec["reliable"][j]),
+                                accepted=bool(rec["accepted"][j]),
+                                reason=str(rec["reason"][j])))
+        return out
 
     @property
     def n_obs(self) -> int:
@@ -113,3 +196,11 @@ class PointwiseLoo:
         if self.mcse_total is not None and np.isfinite(self.mcse_total):
             out["mcse_elpd_loo"] = max(out["mcse_elpd_loo"], float(self.mcse_total))
         return out
+
+
+def _copy(value):
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, list):
+        return list(value)
+    return value

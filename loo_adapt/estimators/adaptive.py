@@ -27,12 +27,14 @@ held-out k-hats.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 from scipy.special import expit, logsumexp
 
 from loo_adapt.core.psis import mcse_elpd, psislw
+from loo_adapt.estimators.base import Estimate
 from loo_adapt.result import PointwiseLoo
 from loo_adapt.transforms import (
     DEFAULT_RHO,
@@ -110,13 +112,51 @@ def adapt_loo(
     var_name: str = "log_lik",
     keep_candidates: bool = True,
     jacobian: str = "exact",
+    certify: bool = False,
 ) -> PointwiseLoo:
     """Adaptive IS for the observations of ``base`` (a `psis.PsisLoo`) above the threshold.
+
+    Returns plain PSIS (``base``) merged with `adaptive_estimate` of those rows; see there.
+    """
+    from loo_adapt.estimators.psis import initial_result
+
+    threshold = float(base.khat_threshold if khat_threshold is None else khat_threshold)
+    theta, _ = model.theta_from_draws(draws)
+    prob = np.sum(np.exp(base.log_weights) * expit(model.linear_predictor(theta)), axis=0)
+    result = initial_result(base, khat_threshold=threshold, y=model.y, loo_prob=prob)
+    rows = np.flatnonzero(base.khat > threshold)
+    est = adaptive_estimate(
+        draws, model, rows, base=base, transforms=transforms, rho=rho,
+        khat_threshold=threshold, selection=selection, seed=seed, var_name=var_name,
+        keep_candidates=keep_candidates, jacobian=jacobian, certify=certify,
+    )
+    return result.merge(est)
+
+
+def adaptive_estimate(
+    draws,
+    model,
+    rows,
+    *,
+    base,
+    transforms=("kl", "var", "ll", "mm1", "mm2"),
+    rho=None,
+    khat_threshold: float | None = None,
+    selection: str = "split",
+    seed=None,
+    var_name: str = "log_lik",
+    keep_candidates: bool = True,
+    jacobian: str = "exact",
+    certify: bool = False,
+) -> Estimate:
+    """Adaptive importance sampling for the observations ``rows``.
 
     Parameters
     ----------
     draws : `Draws` the model reads its parameter block from (``model.theta_from_draws``).
     model : a model family of `loo_adapt.models`.
+    rows : observation indices to adapt.
+    base : plain PSIS of the draws (`loo_adapt.core.psis.PsisLoo`).
     transforms : names in `loo_adapt.transforms.TRANSFORMS`.
     rho : step sizes (Eq. 26); default 4**-r, r = 0..10.
     khat_threshold : default min(1 - 1/log10 S, 0.7).
@@ -128,6 +168,14 @@ def adapt_loo(
     seed : seeds the random halves of ``selection="split"``.
     jacobian : "exact" (the model family's exact log|det J|) or "first_order" (Eq. 27,
         log|1 + h div Q|, for KL/Var/LL; MM1/MM2 are always exact).
+    certify : also require the certification of `loo_adapt.estimators.certify` (checks
+        that can see bias, not only k-hat) before a row counts as reliable.
+
+    Returns
+    -------
+    Estimate
+        One row per element of ``rows``; ``method`` per row is the chosen transform(s) or
+        "psis" where plain PSIS was kept.
     """
     if jacobian not in ("exact", "first_order"):
         raise ValueError(f"jacobian must be 'exact' or 'first_order', got {jacobian!r}")
@@ -139,6 +187,7 @@ def adapt_loo(
     rho = np.asarray(DEFAULT_RHO if rho is None else rho, dtype=float).ravel()
     if rho.size == 0 or np.any(~np.isfinite(rho)) or np.any(rho <= 0):
         raise ValueError("rho must be a non-empty sequence of positive finite numbers")
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
 
     theta, hyper = model.theta_from_draws(draws)
     n_samples = theta.shape[0]
@@ -156,12 +205,7 @@ def adapt_loo(
     y = np.asarray(model.y, dtype=float)
     sign = 2.0 * y - 1.0
     threshold = float(base.khat_threshold if khat_threshold is None else khat_threshold)
-
-    result = base.to_result()
-    result.khat_threshold = threshold
-    result.reliable = result.khat_after <= threshold
-    result.y = y.copy()
-    result.loo_prob = np.sum(np.exp(base.log_weights) * expit(terms.mu), axis=0)
+    psis_prob = np.sum(np.exp(base.log_weights) * expit(terms.mu), axis=0)
 
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n_samples)
@@ -172,12 +216,15 @@ def adapt_loo(
     # so the threshold of the full sample is used.
     split_threshold = threshold
 
-    for i in np.flatnonzero(base.khat > threshold):
+    out = []
+    candidates = []
+    for i in rows:
         r_eff = float(base.r_eff[i])
         # the identity (plain PSIS) is always a candidate: adaptation may not help
         names, rhos = ["psis"], [np.nan]
         log_ratios = [offset - ll_theta[:, i]]
         ll_is, prob1s = [ll_theta[:, i]], [expit(terms.mu[:, i])]
+        log_full = [offset]  # log ratios of the full posterior against the proposal
         for name in transforms:
             if jacobian == "first_order" and name in ("kl", "var", "ll"):
                 step = prepare_first_order(name, model, theta, hyper, i, post_sd=post_sd,
@@ -216,8 +263,10 @@ def adapt_loo(
                     mu = model.linear_predictor(phi)
                     d_prior = model.log_prior(phi, hyper) - log_prior_theta
                 ll_sum, ll_i = _loglik_rowsum_and_column(mu, sign, i)
-                # log post(phi) - log post(theta), minus log l_i(phi), plus log|J| (Eq. 11-15)
-                log_ratio = log_j + offset + d_prior + (ll_sum - ll_sum_theta) - ll_i
+                # log post(phi) - log post(theta) + log|J|: the full posterior against the
+                # proposal; minus log l_i(phi): the LOO posterior (Eq. 11-15)
+                full = log_j + offset + d_prior + (ll_sum - ll_sum_theta)
+                log_ratio = full - ll_i
                 if not np.all(np.isfinite(log_ratio)):
                     continue
                 names.append(name)
@@ -225,26 +274,58 @@ def adapt_loo(
                 log_ratios.append(log_ratio)
                 ll_is.append(ll_i)
                 prob1s.append(expit(mu[:, i]))
+                log_full.append(full)
         cand = (np.column_stack(log_ratios), np.column_stack(ll_is), np.column_stack(prob1s))
-        select_candidate(result, i, names, np.array(rhos), cand, selection, halves, r_eff,
-                split_threshold if selection.startswith("split") else threshold,
-                keep_candidates)
-    result.p_loo = result.lpd - result.elpd_loo
-    return result
+        original = (base.elpd_loo[i], psis_prob[i], base.khat[i], base.mcse_elpd_loo[i])
+        row = select_candidate(
+            i, names, np.array(rhos), cand, selection, halves, r_eff,
+            split_threshold if selection.startswith("split") else threshold, original,
+            candidates if keep_candidates else None,
+        )
+        if certify and row["method"] != "psis":
+            from loo_adapt.estimators.certify import certify_candidate
+
+            ok, why = certify_candidate(
+                cand, np.column_stack(log_full), row["cols"], halves, r_eff,
+                lpd_i=base.lpd[i], elpd=row["elpd_loo"], mcse=row["mcse"],
+                elpd_psis=base.elpd_loo[i], mcse_psis=base.mcse_elpd_loo[i],
+                threshold=threshold, exact_normaliser=not draws.is_approximate,
+            )
+            if not ok:
+                row.update(elpd_loo=original[0], loo_prob=original[1], khat=original[2],
+                           mcse=original[3], method="psis", rho=np.nan, reliable=False,
+                           reason=f"not certified: adapted estimate ({row['method']}) fails {why}")
+            else:
+                row["verified_by"] = "certified"
+        out.append(row)
+
+    def col(key, default=np.nan):
+        return [r.get(key, default) for r in out]
+
+    return Estimate.make(
+        "adaptive", rows, col("elpd_loo"), col("mcse"), col("reliable", False),
+        pareto_k=col("khat"), loo_prob=col("loo_prob"), rho=col("rho"),
+        method=col("method", "psis"), verified_by=col("verified_by", ""),
+        reason=col("reason", ""), candidates=candidates,
+    )
 
 
-def select_candidate(result, i, names, rhos, cand, selection, halves, r_eff, threshold,
-                     keep_candidates):
-    """Choose among observation i's candidates and write the estimate into ``result``.
+def select_candidate(i, names, rhos, cand, selection, halves, r_eff, threshold, original,
+                     candidates=None) -> dict:
+    """Choose among observation i's candidates.
 
     ``cand`` = (log ratios, log l_i at the transformed draws, P(y_i = 1) there), each
     (S, C) with column 0 the untransformed draws (plain PSIS); ``halves`` are the two
-    random halves of the draws for the split rules. Shared by the full-space flows.
+    random halves of the draws for the split rules; ``original`` = plain PSIS's (elpd,
+    prob, k-hat, mcse), restored exactly when no candidate is kept.  Appends one record per
+    candidate to ``candidates`` when given.
+
+    Returns
+    -------
+    dict with elpd_loo, loo_prob, khat, mcse, method, rho, reliable, reason, verified_by and
+    cols (the candidate columns the estimate uses).
     """
     elpd, prob, khat, mcse = _estimates(*cand, r_eff)
-    # plain PSIS from the user's own log_lik, restored exactly when no candidate is kept
-    original = (result.elpd_loo[i], result.loo_prob[i], result.khat_after[i],
-                result.mcse_elpd_loo[i])
     keep_original = False
     if selection in ("split", "split_keep"):
         a, b = halves
@@ -255,32 +336,64 @@ def select_candidate(result, i, names, rhos, cand, selection, halves, r_eff, thr
         cols = [pick_a, pick_b]
         e_b = _estimates(*(c[:, [pick_a]] for c in cand), r_eff, rows=b)
         e_a = _estimates(*(c[:, [pick_b]] for c in cand), r_eff, rows=a)
-        result.elpd_loo[i] = float(np.logaddexp(e_a[0][0], e_b[0][0]) - np.log(2.0))
-        result.loo_prob[i] = 0.5 * (e_a[1][0] + e_b[1][0])
-        result.khat_after[i] = max(e_a[2][0], e_b[2][0])
-        result.mcse_elpd_loo[i] = 0.5 * float(np.hypot(e_a[3][0], e_b[3][0]))
+        value = (float(np.logaddexp(e_a[0][0], e_b[0][0]) - np.log(2.0)),
+                 0.5 * (e_a[1][0] + e_b[1][0]), max(e_a[2][0], e_b[2][0]),
+                 0.5 * float(np.hypot(e_a[3][0], e_b[3][0])))
         # no candidate is shown reliable on held-out draws: keep plain PSIS and flag it
-        keep_original = selection == "split" and not result.khat_after[i] <= threshold
+        keep_original = selection == "split" and not value[2] <= threshold
     else:
         pick = int(np.nanargmin(khat))
         keep_original = selection == "min_khat_fallback" and not khat[pick] <= threshold
         cols = [pick]
-        result.elpd_loo[i] = elpd[pick]
-        result.loo_prob[i] = prob[pick]
-        result.khat_after[i] = khat[pick]
-        result.mcse_elpd_loo[i] = mcse[pick]
+        value = (elpd[pick], prob[pick], khat[pick], mcse[pick])
     if keep_original:
         cols = [0]
-        (result.elpd_loo[i], result.loo_prob[i], result.khat_after[i],
-         result.mcse_elpd_loo[i]) = original
-    result.reliable[i] = result.khat_after[i] <= threshold
+        value = original
+    ok = bool(value[2] <= threshold)
     chosen = sorted({names[j] for j in cols})
-    result.method[i] = "+".join(chosen)
     finite = [rhos[j] for j in cols if np.isfinite(rhos[j])]
-    result.rho[i] = float(np.exp(np.mean(np.log(finite)))) if finite else np.nan
-    if keep_candidates:
+    if candidates is not None:
         for j in range(len(names)):
-            result.candidates.append(
+            candidates.append(
                 dict(i=int(i), transform=names[j], rho=float(rhos[j]), khat=float(khat[j]),
                      elpd_loo=float(elpd[j]), loo_prob=float(prob[j]))
             )
+    what = "held-out " if selection.startswith("split") else ""
+    return dict(
+        elpd_loo=float(value[0]), loo_prob=float(value[1]), khat=float(value[2]),
+        mcse=float(value[3]), method="+".join(chosen), cols=cols,
+        rho=float(np.exp(np.mean(np.log(finite)))) if finite else np.nan,
+        reliable=ok, verified_by="khat" if ok else "",
+        reason="" if ok else (f"k-hat: {what}Pareto k-hat {value[2]:.2f} above {threshold:.2f} "
+                              f"for every transform tried"),
+    )
+
+
+@dataclass(frozen=True)
+class AdaptiveIS:
+    """Adaptive importance sampling as an estimator (see `adaptive_estimate`).
+
+    ``certify=True`` (the default in `loo()`) accepts an adapted row only when the checks of
+    `loo_adapt.estimators.certify` pass; otherwise PSIS is kept and the row stays unverified.
+    """
+
+    transforms: tuple = ("ll",)
+    rho: tuple | None = None
+    selection: str = "split"
+    jacobian: str = "exact"
+    certify: bool = True
+    keep_candidates: bool = True
+    name: str = "adaptive"
+
+    def __call__(self, ctx, rows) -> Estimate:
+        if ctx.model is None:
+            raise ValueError("adaptive IS needs model= (e.g. loo_adapt.models.LogisticRegression)")
+        # only rows whose plain PSIS k-hat is above the threshold are transformed
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = rows[ctx.base.khat[rows] > ctx.threshold]
+        return adaptive_estimate(
+            ctx.draws, ctx.model, rows, base=ctx.base, transforms=tuple(self.transforms),
+            rho=self.rho, khat_threshold=ctx.threshold, selection=self.selection,
+            seed=ctx.seed, var_name=ctx.var_name, keep_candidates=self.keep_candidates,
+            jacobian=self.jacobian, certify=self.certify,
+        )

@@ -52,6 +52,8 @@ class MomentMatchResult:
     steps : per observation the accepted steps in order ("shift", "scale", "cov").
     improved : whether any step was accepted (else the PSIS values are kept).
     indices : observations attempted.
+    log_weights, log_lik_at : per improved observation, the final normalised log weights
+        and log l_i at the draws they weigh.
     """
 
     elpd_loo: np.ndarray
@@ -67,6 +69,7 @@ class MomentMatchResult:
     indices: np.ndarray
     steps: list = field(default_factory=list)
     log_weights: dict = field(default_factory=dict)
+    log_lik_at: dict = field(default_factory=dict)
 
 
 def _weighted_moments(U, lw):
@@ -228,7 +231,7 @@ def moment_match_loo(upars, log_lik, log_prob, log_lik_i, *, r_eff=1.0, khat_thr
     lp0 = log_prob(U) if orig_log_prob is None else np.asarray(orig_log_prob, dtype=float)
     if lp0.shape != (S,):
         raise ValueError(f"log_prob must return shape ({S},), got {lp0.shape}")
-    weights = {}
+    weights, at = {}, {}
 
     for i in idx:
         ki = k0[i]
@@ -278,8 +281,65 @@ def moment_match_loo(upars, log_lik, log_prob, log_lik_i, *, r_eff=1.0, khat_thr
         mcse[i] = mcse_elpd(np.where(np.isfinite(lli_safe), lli_safe, -745.0)[:, None],
                             lwi[:, None], elpd[i:i + 1], r[i:i + 1])[0]
         weights[int(i)] = lwi
+        at[int(i)] = lli_safe
     return MomentMatchResult(
         elpd_loo=elpd, p_loo=lpd - elpd, lpd=lpd, mcse_elpd_loo=mcse, khat_before=np.asarray(k0),
         khat=khat, khat_split=khat_split, improved=improved, r_eff=r, khat_threshold=thr,
-        indices=idx, steps=[tuple(s) for s in steps], log_weights=weights,
+        indices=idx, steps=[tuple(s) for s in steps], log_weights=weights, log_lik_at=at,
     )
+
+
+@dataclass(frozen=True)
+class MomentMatch:
+    """Moment matching in the program's full unconstrained space, as an estimator.
+
+    A row is accepted when a step was accepted, its final Pareto k-hat is at most the
+    threshold and it passes the certification checks that need no proposal density
+    (`loo_adapt.estimators.certify`: ``jensen`` and ``psis_side``).
+    """
+
+    name: str = "mm"
+
+    def __call__(self, ctx, rows):
+        from loo_adapt.estimators.base import Estimate
+        from loo_adapt.estimators.certify import DEFAULT_Z
+        from loo_adapt.estimators.mixis import bernoulli_log_p1
+
+        density = ctx.need_program("moment matching (mm)").log_density()
+        upars = density.unconstrain(ctx.draws)
+        rows = np.asarray(rows, dtype=np.int64)
+        base = ctx.base
+        mm = moment_match_loo(
+            upars, ctx.log_lik, density.log_density,
+            lambda u, i: density.log_lik(u, idx=[i])[:, 0],
+            r_eff=base.r_eff, khat_threshold=ctx.threshold, indices=rows,
+        )
+        k = np.where(np.isfinite(mm.khat_split[rows]), mm.khat_split[rows], mm.khat[rows])
+        elpd, mcse = mm.elpd_loo[rows], mm.mcse_elpd_loo[rows]
+        z = DEFAULT_Z
+        jensen = elpd <= base.lpd[rows] + z * mcse
+        side = elpd <= base.elpd_loo[rows] + z * np.hypot(mcse, base.mcse_elpd_loo[rows])
+        ok = mm.improved[rows] & (k <= ctx.threshold) & jensen & side
+        reason = []
+        for j, i in enumerate(rows):
+            if ok[j]:
+                reason.append("")
+            elif not mm.improved[i]:
+                reason.append("moment matching: no step lowered k-hat")
+            elif not k[j] <= ctx.threshold:
+                reason.append(f"moment matching: k-hat {k[j]:.2f} above {ctx.threshold:.2f}")
+            else:
+                reason.append("moment matching: estimate not certified (above lpd or above "
+                              "PSIS beyond its Monte Carlo error)")
+        prob = None
+        if ctx.y is not None:
+            prob = np.full(rows.size, np.nan)
+            for j, i in enumerate(rows):
+                if int(i) in mm.log_weights:
+                    lp1 = bernoulli_log_p1(mm.log_lik_at[int(i)][:, None],
+                                           np.asarray(ctx.y)[[i]])[:, 0]
+                    prob[j] = float(np.sum(np.exp(mm.log_weights[int(i)] + lp1)))
+        return Estimate.make(
+            "mm", rows, elpd, mcse, ok, pareto_k=k, loo_prob=prob,
+            verified_by=np.where(ok, "certified", ""), reason=np.array(reason, dtype=object),
+        )

@@ -21,8 +21,8 @@ from scipy import integrate
 from scipy.special import expit, logsumexp
 
 import loo_adapt
-from loo_adapt.api import psis_loo
 from loo_adapt.estimators.adaptive import adapt_loo
+from loo_adapt.estimators.psis import psis_of_draws
 from loo_adapt.io.readers import read_csv, read_dict
 from loo_adapt.models import LogisticRegression, Normal, model_for
 
@@ -187,7 +187,7 @@ def _pooled(cases, fn):
 
 def test_grid_truth_matches_dblquad():
     case = exact_cases("slope_intercept")[0]
-    i = int(np.argmax(psis_loo(case.draws).khat))
+    i = int(np.argmax(psis_of_draws(case.draws).khat))
     keep = np.arange(case.n) != i
     # integrate over the box where the LOO posterior is within e^-40 of its maximum
     A, B, lp_full = case._grid
@@ -213,7 +213,7 @@ def test_grid_truth_matches_dblquad():
 @pytest.mark.parametrize("selection", ["split", "min_khat"])
 def test_exact_cases_against_quadrature(kind, selection):
     cases = exact_cases(kind)
-    bases = [psis_loo(c.draws) for c in cases]
+    bases = [psis_of_draws(c.draws) for c in cases]
     results = [adapt_loo(c.draws, c.model, base=b, transforms=ALL, selection=selection, seed=3)
                for c, b in zip(cases, bases)]
     for case, base, res in zip(cases, bases, results):
@@ -281,7 +281,7 @@ def test_tiny_steps_reproduce_psis(where):
     else:
         case = exact_cases(where)[0]
         draws, model = case.draws, case.model
-    base = psis_loo(draws)
+    base = psis_of_draws(draws)
     res = adapt_loo(draws, model, base=base, transforms=ALL, rho=[1e-12],
                     selection="min_khat", keep_candidates=True)
     high = np.flatnonzero(base.khat > base.khat_threshold)
@@ -352,7 +352,7 @@ def test_default_does_not_hurt_known_traps(name):
 
 def test_min_khat_with_all_transforms_is_the_documented_trap():
     _, draws, truth, model = fixture("rhs_logistic")
-    base = psis_loo(draws)
+    base = psis_of_draws(draws)
     high = base.khat > base.khat_threshold
     res = adapt_loo(draws, model, base=base, transforms=ALL, selection="min_khat", seed=1,
                     keep_candidates=False)

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loo_adapt.api import psis_loo
 from loo_adapt.estimators.adaptive import adapt_loo
+from loo_adapt.estimators.psis import psis_of_draws
 from loo_adapt.io.readers import read_csv
 from loo_adapt.models import model_for
 
@@ -18,7 +18,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "cmdstan"
 def logistic_fixture():
     data = json.loads((DATA / "logistic_normal.data.json").read_text())
     draws = read_csv(DATA / "logistic_normal" / "sample")
-    return draws, model_for("logistic_normal", data), psis_loo(draws, reff=1.0)
+    return draws, model_for("logistic_normal", data), psis_of_draws(draws, reff=1.0)
 
 
 def test_first_order_jacobian_is_exact_for_logistic_regression(logistic_fixture):

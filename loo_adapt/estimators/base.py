@@ -1,0 +1,236 @@
+"""The one estimator interface: an estimator takes the rows it is asked about and returns an
+immutable `Estimate`; `loo_adapt.result.PointwiseLoo.merge` is the only writer.
+
+    est = estimator(ctx, rows)            # Estimate for those rows, nothing written
+    result = result.merge(est, accept)    # new PointwiseLoo, history recorded
+
+An `Estimate` carries, per asked row: elpd_loo, its Monte Carlo SE, the LOO probability
+P(y_i = 1 | y_-i) (binary outcomes), the estimator's own diagnostic (Pareto k-hat for
+importance sampling, ESS for MixIS/refits), whether it is shown reliable, what showed it
+(``verified_by``) and, where it is not, why (``reason``).  Columns an estimator does not
+produce are NaN (never the previous estimator's value).
+
+`Context` holds what estimators share, built lazily: the draws, the pointwise
+log-likelihood, plain PSIS (the base weights), the model family, the Stan program, the
+mixture draws.  `Stage` says which rows an estimator is asked about and which of its rows
+are merged; `run_stages` is the fold `loo()` is made of.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["Estimate", "Estimator", "Context", "Stage", "run_stages", "rows_of"]
+
+
+def _frozen(a, dtype=None) -> np.ndarray:
+    out = np.array(a, dtype=dtype, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Per-row estimates of one estimator (arrays aligned with ``rows``; read-only).
+
+    Attributes
+    ----------
+    estimator : name recorded as the row's method ("psis", "ll", "kl+ll", "mm", "mixis",
+        "refit", ...).
+    rows : observation indices (0-based) the estimate is about.
+    elpd_loo, mcse_elpd_loo : log LOO predictive density and its Monte Carlo SE.
+    reliable : shown reliable by the estimator's own diagnostic or a certification.
+    verified_by : what showed it reliable ("khat", "certified", "mixis_mcse", "refit"), or "".
+    reason : why a row is not reliable ("" where it is).
+    pareto_k : Pareto k-hat of the final importance weights (NaN where none apply).
+    diagnostic : the estimator's own diagnostic (ESS for MixIS and refits), else NaN.
+    loo_prob : P(y_i = 1 | y_-i) for binary outcomes, else NaN.
+    rho : step-size parameter of an adaptive transform, else NaN.
+    lpd : log full-posterior mean likelihood when the estimator defines its own (MixIS
+        over all rows), else None.
+    mcse_total : Monte Carlo SE of the sum over ``rows`` when the errors are correlated
+        (MixIS), else None.
+    candidates : optional per-candidate records (adaptive IS).
+    """
+
+    estimator: str
+    rows: np.ndarray
+    elpd_loo: np.ndarray
+    mcse_elpd_loo: np.ndarray
+    reliable: np.ndarray
+    verified_by: np.ndarray
+    reason: np.ndarray
+    pareto_k: np.ndarray
+    diagnostic: np.ndarray
+    loo_prob: np.ndarray
+    rho: np.ndarray
+    method: np.ndarray
+    lpd: np.ndarray | None = None
+    mcse_total: float | None = None
+    candidates: tuple = ()
+
+    @classmethod
+    def make(cls, estimator: str, rows, elpd_loo, mcse_elpd_loo, reliable, *,
+             verified_by=None, reason=None, pareto_k=None, diagnostic=None, loo_prob=None,
+             rho=None, method=None, lpd=None, mcse_total=None, candidates=()) -> Estimate:
+        """Build an estimate, filling the columns not given with NaN / "" and freezing it.
+
+        ``method`` gives a per-row estimator name where rows differ (adaptive IS keeps
+        PSIS on some rows); it defaults to ``estimator``.
+        """
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        m = rows.size
+
+        def col(v, fill, dtype=float):
+            if v is None:
+                return _frozen(np.full(m, fill, dtype=dtype))
+            a = np.broadcast_to(np.asarray(v, dtype=dtype), (m,))
+            return _frozen(a, dtype=dtype)
+
+        reliable = col(reliable, False, bool)
+        if verified_by is None:
+            verified_by = np.where(reliable, estimator, "")
+        if reason is None:
+            reason = np.where(reliable, "", f"{estimator}: not shown reliable")
+        return cls(
+            estimator=str(estimator),
+            rows=_frozen(rows),
+            elpd_loo=col(elpd_loo, np.nan),
+            mcse_elpd_loo=col(mcse_elpd_loo, np.nan),
+            reliable=reliable,
+            verified_by=col(verified_by, "", object),
+            reason=col(reason, "", object),
+            pareto_k=col(pareto_k, np.nan),
+            diagnostic=col(diagnostic, np.nan),
+            loo_prob=col(loo_prob, np.nan),
+            rho=col(rho, np.nan),
+            method=col(estimator if method is None else method, estimator, object),
+            lpd=None if lpd is None else col(lpd, np.nan),
+            mcse_total=None if mcse_total is None else float(mcse_total),
+            candidates=tuple(candidates),
+        )
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+
+class Estimator(Protocol):
+    """Anything with a ``name`` that maps (context, rows) to an `Estimate`."""
+
+    name: str
+
+    def __call__(self, ctx: Context, rows: np.ndarray) -> Estimate: ...
+
+
+@dataclass
+class Context:
+    """What the estimators share; expensive members are computed on first use.
+
+    Parameters
+    ----------
+    draws : `loo_adapt.draws.Draws` of the fit being cross-validated.
+    var_name : name of the pointwise log-likelihood variable.
+    r_eff : relative efficiency given by the user (None: from the chains).
+    model : a model family of `loo_adapt.models` (adaptive IS), or None.
+    program : a `loo_adapt.stan.program.StanProgram` (MixIS fit, moment matching, refits).
+    mixis_draws : draws of the mixture posterior (else fitted from ``program``).
+    y : binary outcomes (LOO probabilities), or None.
+    khat_threshold : Pareto k-hat threshold (None: min(1 - 1/log10 S, 0.7)).
+    seed : seeds every random choice of the estimators.
+    """
+
+    draws: Any
+    var_name: str = "log_lik"
+    r_eff: Any = None
+    model: Any = None
+    program: Any = None
+    mixis_draws: Any = None
+    y: np.ndarray | None = None
+    khat_threshold: float | None = None
+    seed: int | None = None
+    options: dict = field(default_factory=dict)
+
+    @cached_property
+    def log_lik(self) -> np.ndarray:
+        """(S, n) pointwise log-likelihood of the draws."""
+        return self.draws.log_lik(self.var_name).reshape(self.draws.n_samples, -1)
+
+    @cached_property
+    def base(self):
+        """Plain PSIS (`loo_adapt.core.psis.PsisLoo`): the base weights of every stage."""
+        from loo_adapt.estimators.psis import psis_of_draws
+
+        return psis_of_draws(self.draws, var_name=self.var_name, reff=self.r_eff)
+
+    @property
+    def threshold(self) -> float:
+        return float(self.base.khat_threshold if self.khat_threshold is None
+                     else self.khat_threshold)
+
+    @cached_property
+    def mixture(self):
+        """Draws of the mixture posterior: given, or fitted once from the program."""
+        from loo_adapt.io.readers import read_draws
+
+        if self.mixis_draws is not None:
+            return read_draws(self.mixis_draws)
+        if self.program is None:
+            raise ValueError(
+                "mixture IS needs draws of the mixture posterior: pass mixis_draws= (a fit of "
+                "the program with its mixis flag) or program=loo_adapt.StanProgram(stan_file, "
+                "data) to fit them"
+            )
+        return read_draws(self.program.fit(mixis=True, seed=1 if self.seed is None
+                                           else int(self.seed)))
+
+    def need_program(self, what: str):
+        if self.program is None:
+            raise ValueError(
+                f"{what} needs program=loo_adapt.StanProgram(stan_file, data)"
+            )
+        return self.program
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the LOO fold.
+
+    rows : "all" (every observation) or "unreliable" (rows not yet shown reliable).
+    accept : "all" (merge every row the estimator returns) or "reliable" (merge only rows
+        it shows reliable; the others keep their previous estimate, their history records
+        the attempt).
+    """
+
+    estimator: Estimator
+    rows: str = "unreliable"
+    accept: str = "reliable"
+
+    def __post_init__(self):
+        if self.rows not in ("all", "unreliable"):
+            raise ValueError(f"Stage.rows must be 'all' or 'unreliable', got {self.rows!r}")
+        if self.accept not in ("all", "reliable"):
+            raise ValueError(f"Stage.accept must be 'all' or 'reliable', got {self.accept!r}")
+
+
+def rows_of(result, which: str) -> np.ndarray:
+    """Indices of the rows a stage asks about."""
+    if which == "all":
+        return np.arange(result.n_obs)
+    return np.flatnonzero(~result.reliable)
+
+
+def run_stages(ctx: Context, result, stages) -> Any:
+    """Fold the stages over ``result``: each estimator sees the rows its stage asks for, and
+    `PointwiseLoo.merge` writes what the stage accepts."""
+    for stage in stages:
+        rows = rows_of(result, stage.rows)
+        if rows.size == 0:
+            continue
+        est = stage.estimator(ctx, rows)
+        accept = None if stage.accept == "all" else est.reliable
+        result = result.merge(est, accept=accept)
+    return result
