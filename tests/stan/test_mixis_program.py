@@ -71,7 +71,7 @@ def test_a_different_prior_is_seen_by_the_lp_check():
 
 
 # ----------------------------------------------------------------------------- with_mixis
-LINREG_LOOP = """
+_LINREG_DATA_PARAMETERS = """
 data {
   int<lower=1> N;
   int<lower=1> D;
@@ -82,6 +82,9 @@ parameters {
   vector[D] beta;
   real<lower=0> sigma;
 }
+"""
+
+LINREG_LOOP = _LINREG_DATA_PARAMETERS + """
 model {
   beta ~ normal(0, 1);
   sigma ~ exponential(1);
@@ -98,17 +101,7 @@ generated quantities {
 LINREG_VECTORISED = """
 functions {
   real half(real x) { return 0.5 * x; }
-}
-data {
-  int<lower=1> N;
-  int<lower=1> D;
-  matrix[N, D] X;
-  vector[N] y;
-}
-parameters {
-  vector[D] beta;
-  real<lower=0> sigma;
-}
+}""" + _LINREG_DATA_PARAMETERS + """
 model {
   vector[N] mu = X * beta;  // { not a block }
   beta ~ normal(0, 1);
