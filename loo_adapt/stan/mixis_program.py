@@ -34,10 +34,13 @@ _FLAG_LINE = "int<lower=0, upper=1> mixis;"
 _TARGET_LINE = "if (mixis) target += log_sum_exp(-log_lik_local);"
 _BLOCKS = ("functions", "data", "transformed data", "parameters", "transformed parameters",
            "model", "generated quantities")
-_TYPES = {"int", "real", "complex", "vector", "row_vector", "matrix", "complex_vector",
-          "complex_row_vector", "complex_matrix", "array", "tuple", "simplex", "unit_vector",
-          "sum_to_zero_vector", "ordered", "positive_ordered", "cholesky_factor_corr",
-          "cholesky_factor_cov", "corr_matrix", "cov_matrix"}
+_LOCAL_TYPES = {"int", "real", "complex", "vector", "row_vector", "matrix", "complex_vector",
+                "complex_row_vector", "complex_matrix", "array", "tuple"}
+# constrained types a block variable may have and a model-block local may not
+_BLOCK_ONLY_TYPES = {"simplex", "unit_vector", "sum_to_zero_vector", "ordered",
+                     "positive_ordered", "cholesky_factor_corr", "cholesky_factor_cov",
+                     "corr_matrix", "cov_matrix"}
+_TYPES = _LOCAL_TYPES | _BLOCK_ONLY_TYPES
 _DENSITY = re.compile(r"\w+_(?:lpmf|lpdf|lupmf|lupdf)\b")
 _IDENT = re.compile(r"(?<![\w.])[A-Za-z]\w*")
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
@@ -178,6 +181,25 @@ def _declared(text: str) -> str | None:
     return names[-1] if names else None
 
 
+def _strip_constraints(text: str) -> str:
+    """A generated-quantity declaration as a model-block local: ``<lower=..>`` removed."""
+    out, i = [], 0
+    for m in re.finditer(r"\b(?:int|real|complex|vector|row_vector|matrix)\s*<", text):
+        if m.start() < i:
+            continue
+        j, depth = m.end(), 1
+        while j < len(text) and depth:
+            if text[j] in "([":
+                j = _match(text, j)  # comparisons inside brackets are not the bound's end
+                continue
+            depth += {"<": 1, ">": -1}.get(text[j], 0)
+            j += 1
+        out.append(text[i:m.end() - 1].rstrip())
+        i = j
+    out.append(text[i:])
+    return "".join(out)
+
+
 def _local_names(masked: str, start: int, end: int) -> set[str]:
     """Every variable declared inside a statement span (locals and loop variables)."""
     names = set(re.findall(r"\bfor\s*\(\s*([A-Za-z]\w*)\s+in\b", masked[start:end]))
@@ -309,6 +331,12 @@ def add_mixis_flag(code: str, log_lik: str = "log_lik") -> str:
             f"{log_lik!r} is not computed from *_lpmf / *_lpdf statements in generated "
             f"quantities; {_howto(log_lik)}")
 
+    for s, e in spans:
+        first = _IDENT.match(masked[s:e])
+        if first is not None and first.group() in _BLOCK_ONLY_TYPES:
+            raise MixisProgramError(
+                f"the log_lik computation declares a {first.group()} in generated quantities, "
+                f"which cannot be a model-block local; {_howto(log_lik)}")
     # copy with every name the copy declares prefixed (no clash with model-block locals)
     locals_ = set()
     for s, e in spans:
@@ -321,7 +349,10 @@ def add_mixis_flag(code: str, log_lik: str = "log_lik") -> str:
     for s, e in spans:
         line = code.rfind("\n", 0, s) + 1
         start = line if not code[line:s].strip() else s
-        text = textwrap.dedent(rename.sub(lambda m: prefix + m.group(1), code[start:e]))
+        text = rename.sub(lambda m: prefix + m.group(1), code[start:e])
+        if _declared(masked[s:e]):  # a top-level declaration: locals take no constraints
+            text = _strip_constraints(text)
+        text = textwrap.dedent(text)
         pieces.append(textwrap.indent(text.strip("\n"), "    "))
     body = "\n".join(pieces)
     addition = (
