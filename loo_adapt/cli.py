@@ -142,7 +142,7 @@ def _prepare_fit_data(args) -> dict:
         if "X" not in raw or "y" not in raw:
             raise InputError(f"{path} needs entries X (N x D) and y (0/1)")
         X, y = raw["X"], raw["y"]
-        allowed = set(stan._PRIOR_DEFAULTS[name])
+        allowed = set(_registry.resolve(name).prior_defaults)
         priors = {k: v for k, v in raw.items() if k in allowed}
     else:
         X, y = _read_xy_csv(path)
