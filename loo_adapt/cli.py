@@ -29,18 +29,15 @@ import warnings
 
 import numpy as np
 
+from .models import registry as _registry
+
 EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNRELIABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
-#: command-line model family -> bundled Stan program
-FAMILIES = {"logistic": "logistic_normal", "logistic-rhs": "logistic_rhs", "relu": "relu_net"}
+#: command-line model family -> bundled Stan program (from `loo_adapt.models.registry`)
+FAMILIES = {e.family: e.program for e in _registry.REGISTRY.values()}
 
 #: Stan variable roles each family reads from the draws, with their default names.
-NAME_ROLES = {
-    "logistic": {"coef": "beta", "intercept": "alpha"},
-    "logistic-rhs": {"coef": "beta", "intercept": "beta0", "tau": "tau",
-                     "lambda_tilde": "lambda_tilde", "lam": None, "c": None},
-    "relu": {"W1": "W1", "b1": "b1", "w2": "w2", "b2": "b2"},
-}
+NAME_ROLES = {e.family: dict(e.roles) for e in _registry.REGISTRY.values()}
 
 #: The demo: regularized horseshoe on a random subset of the ovarian predictors.
 DEMO_FULL = {"columns": 100, "chains": 4, "draws": 1000, "warmup": 1000}
@@ -54,11 +51,10 @@ class InputError(Exception):
 
 # --------------------------------------------------------------------------- helpers
 def _family(name: str) -> str:
-    from .models.bundled import ALIASES
-
-    if name not in ALIASES:
-        raise InputError(f"unknown model {name!r}; choose logistic, logistic-rhs or relu")
-    return ALIASES[name]
+    try:
+        return _registry.resolve(name).family
+    except ValueError:
+        raise InputError(f"unknown model {name!r}; choose logistic, logistic-rhs or relu") from None
 
 
 def _parse_names(text: str | None, family: str) -> dict:
@@ -146,7 +142,7 @@ def _prepare_fit_data(args) -> dict:
         if "X" not in raw or "y" not in raw:
             raise InputError(f"{path} needs entries X (N x D) and y (0/1)")
         X, y = raw["X"], raw["y"]
-        allowed = set(stan._PRIOR_DEFAULTS[name])
+        allowed = set(_registry.resolve(name).prior_defaults)
         priors = {k: v for k, v in raw.items() if k in allowed}
     else:
         X, y = _read_xy_csv(path)
@@ -166,45 +162,13 @@ def _prepare_fit_data(args) -> dict:
 
 
 def _build_model(family: str, data: dict, names: dict, prior_sd=None, scale_icept=None):
-    """The model family reading the draws' variables by the given Stan names."""
-    from .models.logistic import LogisticRegression
-    from .models.priors import Normal, RegularizedHorseshoe
-    from .models.relu import ReLUNet
-
-    if "X" not in data or "y" not in data:
-        raise InputError("the Stan data needs X (N x D predictors) and y (0/1 outcomes)")
-    X = np.asarray(data["X"], dtype=float)
-    y = np.asarray(data["y"])
-
-    def need(key, override, default=None):
-        if override is not None:
-            return float(override)
-        if key in data:
-            return float(data[key])
-        if default is not None:
-            return default
-        raise InputError(f"the data has no {key!r}: give the prior scale with "
-                         f"--{key.replace('_', '-')}")
-
-    if family == "relu":
-        hidden = int(data["H"]) if "H" in data else None
-        return ReLUNet(X, y, W1=names["W1"], b1=names["b1"], w2=names["w2"], b2=names["b2"],
-                       prior_sd=need("prior_sd", prior_sd), hidden=hidden)
-    intercept = names["intercept"]
-    if family == "logistic":
-        return LogisticRegression(
-            X, y, coef=names["coef"], intercept=intercept, prior=Normal(need("prior_sd",
-                                                                             prior_sd)),
-            intercept_prior=Normal(need("scale_icept", scale_icept)) if intercept else None)
-    if not int(data.get("has_intercept", 1)):
-        intercept = None
-    if names.get("lam") or names.get("c"):
-        prior = RegularizedHorseshoe(tau=names["tau"], lam=names["lam"], c=names["c"])
-    else:
-        prior = RegularizedHorseshoe(tau=names["tau"], lambda_tilde=names["lambda_tilde"])
-    return LogisticRegression(
-        X, y, coef=names["coef"], intercept=intercept, prior=prior,
-        intercept_prior=Normal(need("scale_icept", scale_icept, 5.0)) if intercept else None)
+    """The model family reading the draws' variables by the given Stan names (registry)."""
+    priors = {k: v for k, v in (("prior_sd", prior_sd), ("scale_icept", scale_icept))
+              if v is not None}
+    try:
+        return _registry.model_for(family, data, names=names, **priors)
+    except ValueError as err:
+        raise InputError(str(err)) from None
 
 
 class _Stages:

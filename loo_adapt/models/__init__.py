@@ -4,15 +4,16 @@ Each family acts on the transformed block ``theta`` (S, P) and per-draw ``hyper`
 :mod:`loo_adapt.models.base` for the protocol.
 """
 
+from . import registry
 from .base import (
     SigmoidModel,
     SigmoidModelProtocol,
     bernoulli_logit_loglik,
     log_sigmoid,
 )
-from .bundled import model_for
 from .logistic import LogisticRegression
 from .priors import Flat, Normal, RegularizedHorseshoe, StudentT
+from .registry import bundled_program_for, model_for
 from .relu import ReLUNet
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "LogisticRegression",
     "ReLUNet",
     "model_for",
+    "bundled_program_for",
+    "registry",
     "Normal",
     "StudentT",
     "Flat",

@@ -87,14 +87,30 @@ class RegularizedHorseshoe:
     regularized local scales), or ``tau``, ``lam`` (raw local scales) and ``c``
     (slab scale); then ``lambda_tilde_j^2 = c^2 lam_j^2 / (c^2 + tau^2 lam_j^2)``.
     Conditionally on a draw's hyperparameters, ``beta_j ~ N(0, (tau lambda_tilde_j)^2)``.
+
+    The hyperpriors (optional; all five make the prior complete, so that the bundled
+    ``logistic_rhs`` program encodes it and mixture IS can be fitted without writing Stan):
+    ``tau ~ student_t+(nu_global, 0, scale_global)``, ``lam_j ~ student_t+(nu_local, 0, 1)``,
+    ``c = slab_scale * sqrt(caux)`` with ``caux ~ inv_gamma(slab_df / 2, slab_df / 2)``
+    (Piironen & Vehtari 2017).  The adaptive estimators do not use them (they condition on
+    each draw's hyperparameters).
     """
 
     tau: str = "tau"
     lambda_tilde: str | None = None
     lam: str | None = None
     c: str | None = None
+    scale_global: float | None = None
+    nu_global: float | None = None
+    nu_local: float | None = None
+    slab_scale: float | None = None
+    slab_df: float | None = None
 
     def __post_init__(self):
+        for key in ("scale_global", "nu_global", "nu_local", "slab_scale", "slab_df"):
+            value = getattr(self, key)
+            if value is not None:
+                object.__setattr__(self, key, _positive(f"RegularizedHorseshoe.{key}", value))
         direct = self.lambda_tilde is not None
         raw = self.lam is not None or self.c is not None
         if direct == raw:

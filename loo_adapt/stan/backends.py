@@ -32,52 +32,45 @@ from collections.abc import Mapping
 import numpy as np
 
 from loo_adapt.draws import Draws
+from loo_adapt.models import registry as _registry
 
-BUNDLED_MODELS = ("logistic_normal", "logistic_rhs", "relu_net")
 BACKENDS = ("cmdstan", "stanli", "pystan")
 APPROXIMATE_METHODS = ("variational", "laplace", "pathfinder")
 
-# The fixture programs of the test data use these names for the same models and parameters.
-_ALIASES = {"rhs_logistic": "logistic_rhs", "relu1": "relu_net"}
-
-_PRIOR_DEFAULTS = {
-    "logistic_normal": {"prior_sd": 1.0, "scale_icept": 2.5},
-    "logistic_rhs": {
-        "has_intercept": 1,
-        "scale_icept": 5.0,
-        "p0": None,  # prior guess of the number of relevant coefficients; None -> D / 10
-        "scale_global": None,  # None -> p0 / ((D - p0) * sqrt(N))
-        "nu_global": 1.0,
-        "nu_local": 1.0,
-        "slab_scale": 2.5,
-        "slab_df": 1.0,
-    },
-    "relu_net": {"H": 3, "prior_sd": 1.0},
-}
-
-_REQUIRED_DATA = {
-    "logistic_normal": ("N", "D", "X", "y", "prior_sd", "scale_icept", "mixis"),
-    "logistic_rhs": (
-        "N", "D", "X", "y", "has_intercept", "scale_icept", "scale_global",
-        "nu_global", "nu_local", "slab_scale", "slab_df", "mixis",
-    ),
-    "relu_net": ("N", "D", "H", "X", "y", "prior_sd", "mixis"),
-}
+# Names, aliases, prior defaults and data of the bundled programs: one table,
+# `loo_adapt.models.registry`; these are views of it.
+BUNDLED_MODELS = tuple(_registry.REGISTRY)
+_ALIASES = {alias: e.program for e in _registry.REGISTRY.values() for alias in e.aliases}
+_PRIOR_DEFAULTS = {name: dict(e.prior_defaults) for name, e in _registry.REGISTRY.items()}
+_REQUIRED_DATA = {name: e.required_data for name, e in _registry.REGISTRY.items()}
 
 
 # --------------------------------------------------------------------------- programs
 
 
 def list_models() -> list[str]:
-    """Names of the bundled Stan programs."""
+    """Names of the bundled Stan programs.
+
+    Returns
+    -------
+    list of str
+        ``["logistic_normal", "logistic_rhs", "relu_net"]`` (the registry's programs).
+
+    Examples
+    --------
+    >>> list_models()
+    ['logistic_normal', 'logistic_rhs', 'relu_net']
+    """
     return list(BUNDLED_MODELS)
 
 
 def _canonical_name(name: str) -> str:
-    name = _ALIASES.get(name, name)
-    if name not in BUNDLED_MODELS:
-        raise ValueError(f"unknown bundled model {name!r}; choose one of {list(BUNDLED_MODELS)}")
-    return name
+    """The bundled program of any registered name (program, fixture alias, CLI family)."""
+    try:
+        return _registry.resolve(name).program
+    except ValueError:
+        raise ValueError(
+            f"unknown bundled model {name!r}; choose one of {list(BUNDLED_MODELS)}") from None
 
 
 def stan_model_path(name: str) -> pathlib.Path:
@@ -547,20 +540,11 @@ def refit_without(name_or_stan_file, data, i: int, **fit_kw) -> Draws:
 
 
 def _likelihood_family(name: str, draws: Draws, X, y):
-    """The model family computing a bundled program's likelihood (priors do not enter it).
-
-    One forward model serves the adaptive driver and the refits: `loo_adapt.models`.
-    """
-    from loo_adapt.models import Flat, LogisticRegression, ReLUNet
-
-    name = _canonical_name(name)
-    if name == "relu_net":
-        return ReLUNet(X, y)
-    intercept = "alpha" if name == "logistic_normal" else None
-    if name == "logistic_rhs" and "beta0" in draws and draws["beta0"].size:
-        intercept = "beta0"
-    return LogisticRegression(X, y, coef="beta", intercept=intercept, prior=Flat(),
-                              intercept_prior=Flat() if intercept else None)
+    """The model family computing a bundled program's likelihood (the registry's)."""
+    entry = _registry.resolve(_canonical_name(name))
+    icept = entry.roles.get("intercept")
+    has_intercept = icept is not None and icept in draws and draws[icept].size > 0
+    return _registry.likelihood_family(entry.program, X, y, has_intercept=has_intercept)
 
 
 def linear_predictor(name: str, draws: Draws, X) -> np.ndarray:

@@ -287,3 +287,102 @@ class StanProgram:
                 f"log_lik[{i + 1}]"
             )
         return ll
+
+    # ---- mixture IS without writing Stan ------------------------------------------------------
+    @classmethod
+    def from_model(cls, model, **kwargs) -> StanProgram:
+        """The bundled program (and data) encoding a model family with complete priors.
+
+        Parameters
+        ----------
+        model : LogisticRegression or ReLUNet
+            A family whose priors a bundled program has exactly (see
+            `loo_adapt.models.registry.bundled_program_for`); its ``X`` and ``y`` are the data.
+        **kwargs
+            ``backend``, ``fit_kwargs``, ... of :class:`StanProgram`.
+
+        Returns
+        -------
+        StanProgram
+            The bundled program with the family's data and prior settings (``mixis = 0``), so
+            ``fit(mixis=True)`` samples the mixture-IS proposal of the same model.
+
+        Raises
+        ------
+        ValueError
+            When the priors cannot be mapped to a bundled program exactly (e.g. a horseshoe
+            without its hyperprior settings, a Student-t prior).
+
+        Examples
+        --------
+        >>> from loo_adapt.models import LogisticRegression, Normal
+        >>> model = LogisticRegression(X, y, intercept="alpha", prior=Normal(1.0),
+        ...                            intercept_prior=Normal(2.5))  # doctest: +SKIP
+        >>> StanProgram.from_model(model).fit(mixis=True)  # doctest: +SKIP
+        """
+        from loo_adapt.models.registry import bundled_program_for
+
+        name, priors = bundled_program_for(model)
+        return cls(name, _stan.stan_data(name, model.X, model.y, **priors), **kwargs)
+
+    def with_mixis(self) -> StanProgram:
+        """This program with the mixture-IS data flag ``mixis`` (itself if it has one).
+
+        The flagged variant is written to the cache: generated quantities' ``log_lik``
+        computation (from ``*_lpmf`` / ``*_lpdf`` statements) is copied into the model block as
+        a local vector and ``if (mixis) target += log_sum_exp(-log_lik_local);`` added, see
+        `loo_adapt.stan.mixis_program.add_mixis_flag`.
+
+        Returns
+        -------
+        StanProgram
+            Same data (plus ``mixis = 0``), backend and options.
+
+        Raises
+        ------
+        loo_adapt.stan.mixis_program.MixisProgramError
+            When ``log_lik`` cannot be copied automatically; the message gives the two lines
+            to add by hand.
+
+        Examples
+        --------
+        >>> prog = StanProgram("my_model.stan", data).with_mixis()  # doctest: +SKIP
+        >>> mixture_draws = prog.fit(mixis=True)  # doctest: +SKIP
+        """
+        if self._declares_mixis:
+            return self
+        from loo_adapt.stan.mixis_program import flagged_program_path
+
+        path = flagged_program_path(self.stan_file, log_lik=self.log_lik_name)
+        data = dict(self.data)
+        data["mixis"] = 0
+        return type(self)(path, data, backend=self.backend, fit_kwargs=self.fit_kwargs,
+                          obs_dim_vars=self.obs_dim_vars, log_lik=self.log_lik_name)
+
+    def fit_mixture(self, posterior: Draws | None = None, *, seed: int = 1, **kw) -> Draws:
+        """Draws of the mixture-IS proposal, warm-started from ``posterior`` when given.
+
+        Parameters
+        ----------
+        posterior : Draws or None
+            Posterior draws of this program and data: their unconstrained variance is the
+            inverse metric, their step size the first step size, and chains start at them.
+            None: the default cold fit, ``fit(mixis=True)``.
+        seed : int
+            Sampler seed.
+        **kw
+            ``chains``, ``draws``, ``warmup`` of
+            `loo_adapt.stan.mixis_program.fit_mixture`.
+
+        Returns
+        -------
+        Draws
+
+        Examples
+        --------
+        >>> mix = program.fit_mixture(posterior, chains=8, draws=250)  # doctest: +SKIP
+        """
+        from loo_adapt.stan.mixis_program import fit_mixture
+
+        program = self if self._declares_mixis else self.with_mixis()
+        return fit_mixture(program, posterior, seed=seed, **kw)
