@@ -1,57 +1,41 @@
-"""Every estimator against brute-force LOO truth on the three CmdStan fixture models.
+"""Every estimator against brute-force LOO truth on the whole truth suite, over several seeds.
 
-Truth: 54 CmdStan refits per model (tests/data/cmdstan/truth/, copied from
-../shared/fixtures/cmdstan/truth/).  Draws: the 4 x 250 CmdStan fixture draws.
-Printed per model: pointwise RMSE to truth (all observations and those with PSIS k-hat
-above the threshold), error of the total elpd, observations flagged unreliable, time.
+Benchmarks: the three CmdStan fixture models and the benchmarks of `benchmarks/truth/`
+(`truth_suite.py` loads them; each truth is one refit per observation with >= 8,000 draws,
+its Monte Carlo error recorded).  Every row is a `loo()` call, i.e. the same stages the
+package and the CLI run:
 
-Rows: plain PSIS; each adaptive transform alone and all five together under each selection
-rule; moment matching in the full unconstrained space (Paananen et al.); mixture IS from
-one extra stanli fit of the bundled program with its mixis flag (same parameter names and
-data as the fixture); the full pipeline (`loo(method="mixis", fallback="refit")`: MixIS for
-every observation, exact refits where its MCSE exceeds 0.1); and the cost of refitting all
-n observations (one refit timed, times n).  The total-error column is judged against the
-combined Monte Carlo error of truth and estimator (`MC`).
+    psis                      loo(fit, estimator="psis")
+    adaptive, uncertified     loo(fit, model=m, estimator="adaptive", certify=False)  (old default)
+    paper's rule              ... transforms=ALL_TRANSFORMS, selection="min_khat", certify=False
+    default, no program       loo(fit, model=m)            (PSIS + certified adaptive IS)
+    mixis                     loo(fit, estimator="mixis", mixis_draws=<mixture fit>)
+    default, with program     loo(fit, model=m, program=p) (MixIS for every row + refits)
 
-    python benchmarks/truth.py [--models logistic_normal rhs_logistic relu1] [--quick]
+Printed per benchmark and seed: pointwise RMSE to truth (all rows, rows with PSIS k-hat
+above the threshold), max |error_i|, the total's error and the combined Monte Carlo error of
+estimator and truth (MC), rows left unverified, seconds, and the fraction of the cost of
+refitting every observation (one refit timed, times n).  Then, per estimator, over the
+chosen half: whether the issue's targets hold (total error within 2 MC and RMSE <= MixIS's
++ 0.005 with a program; never worse than PSIS without one).
+
+    python benchmarks/truth.py [--half choose|report|all] [--seeds 1 2 3] [--benchmarks ...]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from loo_adapt.api import loo
-from loo_adapt.estimators.adaptive import adapt_loo
-from loo_adapt.estimators.psis import psis_of_draws
-from loo_adapt.io.readers import read_csv
-from loo_adapt.models import model_for
-from loo_adapt.stan.program import StanProgram
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from truth_suite import SPLIT, load_benchmark  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "cmdstan"
-MODELS = ("logistic_normal", "rhs_logistic", "relu1")
-TRANSFORMS = ("kl", "var", "ll", "mm1", "mm2")
-BUNDLED = {"logistic_normal": "logistic_normal", "rhs_logistic": "logistic_rhs",
-           "relu1": "relu_net"}
-ADAPT_DELTA = {"logistic_normal": 0.8, "rhs_logistic": 0.95, "relu1": 0.95}
-
-
-def load(name):
-    data = json.loads((DATA / f"{name}.data.json").read_text())
-    draws = read_csv(sorted((DATA / name / "sample").glob("*.csv")))
-    truth = np.loadtxt(DATA / "truth" / f"{name}.csv", delimiter=",", skiprows=1)
-    return data, draws, truth
-
-
-def row(label, elpd, truth, high, flagged, seconds):
-    err = elpd - truth[:, 1]
-    return (f"{label:28s} {np.sqrt(np.mean(err**2)):8.4f} {np.sqrt(np.mean(err[high]**2)):9.4f}"
-            f" {elpd.sum() - truth[:, 1].sum():+9.2f} {flagged:8d} {seconds:8.1f}")
+from loo_adapt.api import ALL_TRANSFORMS, loo  # noqa: E402
 
 
 def _mc_total(res, truth):
@@ -60,72 +44,84 @@ def _mc_total(res, truth):
     return float(np.sqrt(mcse**2 + np.sum(truth[:, 2] ** 2)))
 
 
+def estimators(bench, seed, mixture, refit_budget):
+    """label -> callable returning (PointwiseLoo, extra seconds)."""
+    d, m, p = bench.draws, bench.model, bench.program
+    y = bench.data.get("y")
+    return {
+        "psis": lambda: (loo(d, estimator="psis", y=y).loo_adapt, 0.0),
+        "adaptive LL, uncertified": lambda: (loo(
+            d, model=m, estimator="adaptive", certify=False, seed=seed).loo_adapt, 0.0),
+        "paper's rule (all, min k)": lambda: (loo(
+            d, model=m, estimator="adaptive", transforms=ALL_TRANSFORMS, selection="min_khat",
+            certify=False, seed=seed).loo_adapt, 0.0),
+        "default, no program": lambda: (loo(d, model=m, seed=seed).loo_adapt, 0.0),
+        "mixis": lambda: (loo(d, estimator="mixis", mixis_draws=mixture[0], y=y,
+                              seed=seed).loo_adapt, mixture[1]),
+        "default, with program": lambda: (loo(
+            d, model=m, program=p, mixis_draws=mixture[0], seed=seed,
+            refit_kwargs={"progress": False, "max_refits": refit_budget}).loo_adapt,
+            mixture[1]),
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    parser.add_argument("--quick", action="store_true", help="all-transform rows only")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--half", default="all", choices=("choose", "report", "all"))
+    parser.add_argument("--benchmarks", nargs="*")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--refit-budget", type=int, default=5)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    for name in args.models:
-        data, draws, truth = load(name)
-        model = model_for(name, data)
+    names = args.benchmarks or (SPLIT["choose"] + SPLIT["report"] if args.half == "all"
+                                else SPLIT[args.half])
+    summary: dict[str, list] = {}
+    for name in names:
+        bench = load_benchmark(name)
+        truth = bench.truth
         t0 = time.perf_counter()
-        base = psis_of_draws(draws, reff=1.0)
-        t_psis = time.perf_counter() - t0
-        high = base.khat > base.khat_threshold
-        mc = np.sqrt(np.mean(truth[:, 2] ** 2))
-        print(f"\n== {name}: {draws.n_samples} draws, {high.sum()} of {len(high)} with k-hat > "
-              f"{base.khat_threshold:.2f}; truth total {truth[:, 1].sum():.2f}, "
-              f"truth MC error (rms) {mc:.4f}")
-        print(f"{'estimator':28s} {'RMSE':>8s} {'RMSE k>t':>9s} {'total err':>9s} "
-              f"{'flagged':>8s} {'seconds':>8s}")
-        print(row("psis", base.elpd_loo, truth, high, int(high.sum()), t_psis))
-        combos = [TRANSFORMS] if args.quick else [(t,) for t in TRANSFORMS] + [TRANSFORMS]
-        for transforms in combos:
-            label = "all" if len(transforms) > 1 else transforms[0]
-            for selection in ("min_khat", "split_keep", "split"):
+        bench.program.refit_without(0, seed=1)
+        t_refit_all = (time.perf_counter() - t0) * len(truth)
+        for seed in args.seeds:
+            t0 = time.perf_counter()
+            mix = bench.program.fit_mixture(bench.draws if bench.draws.method == "mcmc"
+                                            else None, seed=seed)
+            mixture = (mix, time.perf_counter() - t0)
+            psis = None
+            print(f"\n== {name} (seed {seed}): n = {len(truth)}, S = {bench.draws.n_samples}, "
+                  f"truth total {truth[:, 1].sum():.2f}; refit-all {t_refit_all:.0f} s")
+            print(f"{'estimator':26s} {'RMSE':>7s} {'RMSE hi':>7s} {'max|e|':>7s} "
+                  f"{'total err':>9s} {'MC':>5s} {'unver.':>6s} {'sec':>6s} {'of refit':>8s}")
+            for label, run in estimators(bench, seed, mixture, args.refit_budget).items():
                 t0 = time.perf_counter()
-                res = adapt_loo(draws, model, base=base, transforms=transforms,
-                                selection=selection, seed=args.seed, keep_candidates=False)
-                dt = time.perf_counter() - t0
-                print(row(f"{label} / {selection}", res.elpd_loo, truth, high,
-                          int(res.unreliable.sum()), dt))
-        fullspace_and_mixis(name, data, draws, base, truth, high, args.seed)
-
-
-def fullspace_and_mixis(name, data, draws, base, truth, high, seed):
-    program = StanProgram(BUNDLED[name], {**data, "mixis": 0},
-                          fit_kwargs={"adapt_delta": ADAPT_DELTA[name]})
-    t0 = time.perf_counter()
-    res = loo(draws, reff=1.0, program=program, fallback=("mm",)).loo_adapt
-    print(row("moment matching (full space)", res.elpd_loo, truth, high,
-              int(res.unreliable.sum()), time.perf_counter() - t0))
-    t0 = time.perf_counter()
-    mix = program.fit(mixis=True, seed=seed)
-    t_mix = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    res = loo(draws, reff=1.0, method="mixis", mixis_draws=mix, y=data["y"]).loo_adapt
-    print(row("mixis (all observations)", res.elpd_loo, truth, high,
-              int(res.unreliable.sum()), t_mix + time.perf_counter() - t0)
-          + f"   MC {_mc_total(res, truth):.2f}")
-    t0 = time.perf_counter()
-    res = loo(draws, reff=1.0, y=data["y"], fallback=("mixis",), mixis_draws=mix).loo_adapt
-    print(row("psis + mixis where k-hat high", res.elpd_loo, truth, high,
-              int(res.unreliable.sum()), t_mix + time.perf_counter() - t0))
-    t0 = time.perf_counter()
-    res = loo(draws, reff=1.0, method="mixis", mixis_draws=mix, program=program,
-              fallback=("refit",), refit_kwargs={"progress": False, "seed": seed}).loo_adapt
-    t_pipe = t_mix + time.perf_counter() - t0
-    n_refit = int(np.sum(res.method == "refit"))
-    print(row("full pipeline", res.elpd_loo, truth, high, int(res.unreliable.sum()), t_pipe)
-          + f"   MC {_mc_total(res, truth):.2f}, {n_refit} refits")
-    t0 = time.perf_counter()
-    program.refit_without(0, seed=seed)
-    t_one = time.perf_counter() - t0
-    print(f"{'refit all (estimated)':28s} {'':8s} {'':9s} {'':9s} {'':8s} "
-          f"{t_one * len(truth):8.1f}   pipeline / refit-all = "
-          f"{t_pipe / (t_one * len(truth)):.1%}")
+                res, extra = run()
+                sec = time.perf_counter() - t0 + extra
+                if psis is None:
+                    psis = res
+                high = psis.khat > psis.khat_threshold
+                err = res.elpd_loo - truth[:, 1]
+                rec = dict(bench=name, seed=seed, rmse=float(np.sqrt(np.mean(err**2))),
+                           rmse_high=float(np.sqrt(np.mean(err[high] ** 2))) if high.any()
+                           else 0.0, max_err=float(np.max(np.abs(err))),
+                           total=float(err.sum()), mc=_mc_total(res, truth),
+                           unverified=int(res.unreliable.sum()), sec=sec)
+                summary.setdefault(label, []).append(rec)
+                print(f"{label:26s} {rec['rmse']:7.4f} {rec['rmse_high']:7.4f} "
+                      f"{rec['max_err']:7.3f} {rec['total']:+9.2f} {rec['mc']:5.2f} "
+                      f"{rec['unverified']:6d} {sec:6.1f} {sec / t_refit_all:8.1%}", flush=True)
+    print(f"\n== targets over {', '.join(names)}, seeds {args.seeds}")
+    psis = {(r["bench"], r["seed"]): r for r in summary["psis"]}
+    mixis = {(r["bench"], r["seed"]): r for r in summary["mixis"]}
+    for label, recs in summary.items():
+        within = sum(abs(r["total"]) <= 2 * r["mc"] for r in recs)
+        worse = sum(r["rmse"] > psis[(r["bench"], r["seed"])]["rmse"] + 1e-12
+                    or abs(r["total"]) > abs(psis[(r["bench"], r["seed"])]["total"]) + 1e-12
+                    for r in recs)
+        near_mixis = sum(r["rmse"] <= mixis[(r["bench"], r["seed"])]["rmse"] + 0.005
+                         for r in recs)
+        print(f"{label:26s} total within 2 MC: {within}/{len(recs)}; worse than PSIS: "
+              f"{worse}/{len(recs)}; RMSE <= MixIS + 0.005: {near_mixis}/{len(recs)}; "
+              f"mean seconds {np.mean([r['sec'] for r in recs]):.1f}")
 
 
 if __name__ == "__main__":

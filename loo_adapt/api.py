@@ -211,7 +211,7 @@ def loo(
                                                              ctx.y)
     result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob)
     result = run_stages(ctx, result, stages)
-    _warn_unverified(result, program=program, model=model, mixis_draws=mixis_draws)
+    _warn_unverified(result, ctx)
     log_weights = base.log_weights if not np.any(result.adapted) else None
     return to_elpd_data(result, scale=scale, pointwise=pointwise, log_weights=log_weights)
 
@@ -242,7 +242,7 @@ def _stan_rows(rows, limit: int = 10) -> str:
     return shown + (f", ... ({len(rows) - limit} more)" if len(rows) > limit else "")
 
 
-def _warn_unverified(result, *, program, model, mixis_draws) -> None:
+def _warn_unverified(result, ctx) -> None:
     bad = np.flatnonzero(result.unreliable)
     if bad.size == 0:
         return
@@ -251,9 +251,14 @@ def _warn_unverified(result, *, program, model, mixis_draws) -> None:
         head = str(why).split(";")[-1].split(":")[0].strip() or "not verified"
         kinds[head] = kinds.get(head, 0) + 1
     counts = "; ".join(f"{v} x {k}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
-    if program is None and mixis_draws is None:
-        hint = ("verify them with loo(..., program=loo_adapt.StanProgram(stan_file, data)) "
-                "(mixture IS for every row, refits where its MCSE is too large)")
+    has_mixis = any(m == "mixis" for m in result.method)
+    if ctx.program is None and ctx.mixis_draws is None:
+        if ctx.model is not None and not has_mixis and ctx.stan_program is not None:
+            hint = ("verify them with loo(..., model=model, estimator='mixis') (mixture IS "
+                    "from the model's bundled Stan program, refits where its MCSE is too large)")
+        else:
+            hint = ("verify them with loo(..., program=loo_adapt.StanProgram(stan_file, data)) "
+                    "(mixture IS for every row, refits where its MCSE is too large)")
     else:
         hint = ("refit them: loo(..., program=..., fallback=('refit',)) or raise the refit "
                 "budget with refit_kwargs={'max_refits': ...}")

@@ -10,7 +10,6 @@ import pytest
 from scipy.special import expit, logsumexp
 
 import loo_adapt
-from loo_adapt.estimators.mixis import mixis_loo
 from loo_adapt.evaluation.arviz import arviz_major
 from loo_adapt.io.readers import read_csv, read_dict
 
@@ -68,17 +67,45 @@ def _mixture_draws(n=12, chains=4, draws=300, seed=0):
     return read_dict({"log_lik": ll}, method="mcmc"), ll
 
 
-def test_method_mixis_uses_the_mixture_fit_for_every_observation():
-    posterior, _ = _mixture_draws(seed=1)
-    mix, ll_mix = _mixture_draws(seed=2)
-    y = np.ones(12)
-    res = loo_adapt.loo(posterior, method="mixis", mixis_draws=mix, y=y).loo_adapt
-    ref = mixis_loo(ll_mix)
-    np.testing.assert_allclose(res.elpd_loo, ref.elpd_loo, rtol=0, atol=0)
-    assert set(res.method) == {"mixis"}
-    assert np.all(np.isnan(res.khat_after)) and np.all(np.isfinite(res.khat))
-    assert np.array_equal(res.reliable, ref.mcse_elpd_loo <= 0.1)
-    assert res.estimates()["mcse_elpd_loo"] >= ref.mcse_total
+def test_estimator_mixis_through_loo_against_closed_form():
+    """Conjugate normal mean: posterior and mixture draws exact, LOO in closed form."""
+    from scipy import stats
+
+    y = np.array([-0.4, 0.3, 1.1, -1.2, 0.5, 0.0, 0.8, -0.6, 4.5])
+    prior_sd = 3.0
+
+    def post(v):
+        prec = 1.0 / prior_sd**2 + len(v)
+        return v.sum() / prec, 1.0 / prec
+
+    truth = np.array([stats.norm.logpdf(y[i], post(np.delete(y, i))[0],
+                                        np.sqrt(1.0 + post(np.delete(y, i))[1]))
+                      for i in range(len(y))])
+    rng = np.random.default_rng(5)
+    m, v = post(y)
+    mu_post = rng.normal(m, np.sqrt(v), size=(4, 1000))
+    w = np.exp(-truth - logsumexp(-truth))
+    comp = rng.choice(len(y), size=4000, p=w)
+    mv = np.array([post(np.delete(y, i)) for i in range(len(y))])
+    mu_mix = rng.normal(mv[comp, 0], np.sqrt(mv[comp, 1])).reshape(4, 1000)
+
+    def ll(mu):
+        return stats.norm.logpdf(y, mu[..., None], 1.0)
+
+    res = loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"), estimator="mixis",
+                        mixis_draws=read_dict({"log_lik": ll(mu_mix)}, method="mcmc")).loo_adapt
+    assert set(res.method) == {"mixis"} and res.reliable.all()
+    assert set(res.verified_by) == {"mixis_mcse"}
+    np.testing.assert_array_less(np.abs(res.elpd_loo - truth), 4 * res.mcse_elpd_loo + 1e-3)
+    # posterior draws passed as mixture draws are refused
+    with pytest.raises(ValueError, match="mixture posterior"):
+        loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"), estimator="mixis",
+                      mixis_draws=read_dict({"log_lik": ll(mu_post[:, ::-1])}, method="mcmc"))
+    # a mixture fit of 20 draws is not enough to call anything reliable
+    few = loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"), estimator="mixis",
+                        mixis_draws=read_dict({"log_lik": ll(mu_mix[:, :5])}, method="mcmc"))
+    assert not few.loo_adapt.reliable.any()
+    assert all("MixIS draws" in r for r in few.loo_adapt.reason)
 
 
 def test_fallback_errors():

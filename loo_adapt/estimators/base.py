@@ -172,27 +172,50 @@ class Context:
                      else self.khat_threshold)
 
     @cached_property
+    def stan_program(self):
+        """The Stan program: given, or the bundled program of a model family with complete
+        priors (`StanProgram.from_model`); None when neither exists."""
+        if self.program is not None:
+            return self.program
+        if self.model is None:
+            return None
+        from loo_adapt.stan.program import StanProgram
+
+        try:
+            return StanProgram.from_model(self.model)
+        except ValueError:
+            return None
+
+    @cached_property
     def mixture(self):
-        """Draws of the mixture posterior: given, or fitted once from the program."""
+        """Draws of the mixture posterior: given, or fitted once from the program
+        (warm-started from the posterior draws when they are MCMC draws of that program)."""
         from loo_adapt.io.readers import read_draws
 
         if self.mixis_draws is not None:
             return read_draws(self.mixis_draws)
-        if self.program is None:
+        program = self.stan_program
+        if program is None:
             raise ValueError(
                 "mixture IS needs draws of the mixture posterior: pass mixis_draws= (a fit of "
                 "the program with its mixis flag) or program=loo_adapt.StanProgram(stan_file, "
-                "data) to fit them"
+                "data) to fit them (or model= a family whose priors a bundled program encodes)"
             )
-        return read_draws(self.program.fit(mixis=True, seed=1 if self.seed is None
-                                           else int(self.seed)))
+        seed = 1 if self.seed is None else int(self.seed)
+        if self.draws.method == "mcmc":
+            try:
+                return program.fit_mixture(self.draws, seed=seed)
+            except (KeyError, ValueError):
+                pass  # the draws do not carry this program's parameters: a cold fit
+        return read_draws(program.with_mixis().fit(mixis=True, seed=seed))
 
     def need_program(self, what: str):
-        if self.program is None:
+        program = self.stan_program
+        if program is None:
             raise ValueError(
                 f"{what} needs program=loo_adapt.StanProgram(stan_file, data)"
             )
-        return self.program
+        return program
 
 
 @dataclass(frozen=True)

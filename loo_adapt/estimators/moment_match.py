@@ -302,7 +302,7 @@ class MomentMatch:
 
     def __call__(self, ctx, rows):
         from loo_adapt.estimators.base import Estimate
-        from loo_adapt.estimators.certify import DEFAULT_Z
+        from loo_adapt.estimators.certify import DEFAULT_Z, DEFAULT_Z_SIDE
         from loo_adapt.estimators.mixis import bernoulli_log_p1
 
         density = ctx.need_program("moment matching (mm)").log_density()
@@ -316,9 +316,9 @@ class MomentMatch:
         )
         k = np.where(np.isfinite(mm.khat_split[rows]), mm.khat_split[rows], mm.khat[rows])
         elpd, mcse = mm.elpd_loo[rows], mm.mcse_elpd_loo[rows]
-        z = DEFAULT_Z
-        jensen = elpd <= base.lpd[rows] + z * mcse
-        side = elpd <= base.elpd_loo[rows] + z * np.hypot(mcse, base.mcse_elpd_loo[rows])
+        jensen = elpd <= base.lpd[rows] + DEFAULT_Z * mcse
+        side = elpd <= base.elpd_loo[rows] + DEFAULT_Z_SIDE * np.hypot(
+            mcse, base.mcse_elpd_loo[rows])
         ok = mm.improved[rows] & (k <= ctx.threshold) & jensen & side
         reason = []
         for j, i in enumerate(rows):

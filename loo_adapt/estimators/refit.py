@@ -36,13 +36,14 @@ class Refit:
         rows = np.asarray(rows, dtype=np.int64)
         kwargs = dict(self.options)
         kwargs.setdefault("seed", 0 if ctx.seed is None else int(ctx.seed))
+        program = ctx.stan_program
         if "refit_fn" not in kwargs:
-            ctx.need_program("refit")
+            program = ctx.need_program("refit")
         if ctx.y is not None:
             kwargs.setdefault("y", ctx.y)
         severity = np.nan_to_num(ctx.base.khat[rows], nan=np.inf)
         order = rows[np.argsort(-severity, kind="stable")]
-        res = refit_loo(order, ctx.program, **kwargs)
+        res = refit_loo(order, program, **kwargs)
         pos = {int(i): j for j, i in enumerate(res.indices)}
         take = np.array([pos[int(i)] for i in rows])
         done = np.asarray(res.refitted, dtype=bool)[take]

@@ -118,7 +118,7 @@ def test_every_row_probability_agrees_with_its_own_elpd_after_mm_fallback():
         res = loo_adapt.loo(draws, reff=1.0, y=data["y"], program=program,
                             fallback=("mm",)).loo_adapt
     mm = res.method == "mm"
-    assert mm.sum() >= 5
+    assert mm.sum() >= 2
     # P(observed) = sum_s w_s l_i(theta_s) = exp(elpd_i) with the same weights; the CSV's
     # log_lik has 6 significant digits, the recomputed one is exact
     np.testing.assert_allclose(np.log(_prob_of_observed(res))[mm], res.elpd_loo[mm], atol=1e-4)
