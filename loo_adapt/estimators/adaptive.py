@@ -99,24 +99,12 @@ def _check_log_lik(model, ll_model: np.ndarray, ll_draws: np.ndarray) -> None:
         )
 
 
-def adapt_loo(
-    draws,
-    model,
-    *,
-    base,
-    transforms=("kl", "var", "ll", "mm1", "mm2"),
-    rho=None,
-    khat_threshold: float | None = None,
-    selection: str = "split",
-    seed=None,
-    var_name: str = "log_lik",
-    keep_candidates: bool = True,
-    jacobian: str = "exact",
-    certify: bool = False,
-) -> PointwiseLoo:
+def adapt_loo(draws, model, *, base, khat_threshold: float | None = None,
+              **options) -> PointwiseLoo:
     """Adaptive IS for the observations of ``base`` (a `psis.PsisLoo`) above the threshold.
 
-    Returns plain PSIS (``base``) merged with `adaptive_estimate` of those rows; see there.
+    Returns plain PSIS (``base``) merged with `adaptive_estimate` of those rows; the
+    ``options`` are those of `adaptive_estimate` (default transforms: all five).
     """
     from loo_adapt.estimators.psis import initial_result
 
@@ -125,11 +113,8 @@ def adapt_loo(
     prob = np.sum(np.exp(base.log_weights) * expit(model.linear_predictor(theta)), axis=0)
     result = initial_result(base, khat_threshold=threshold, y=model.y, loo_prob=prob)
     rows = np.flatnonzero(base.khat > threshold)
-    est = adaptive_estimate(
-        draws, model, rows, base=base, transforms=transforms, rho=rho,
-        khat_threshold=threshold, selection=selection, seed=seed, var_name=var_name,
-        keep_candidates=keep_candidates, jacobian=jacobian, certify=certify,
-    )
+    options.setdefault("transforms", ("kl", "var", "ll", "mm1", "mm2"))
+    est = adaptive_estimate(draws, model, rows, base=base, khat_threshold=threshold, **options)
     return result.merge(est)
 
 
