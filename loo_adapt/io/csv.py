@@ -341,7 +341,9 @@ def write_stan_csv(draws: Draws, out_dir, prefix: str, *, model: str = "model",
         Its ``method`` gives the ``# method = ...`` comment (``mcmc`` -> sample, ``advi`` ->
         variational, ...); ``sample_stats`` (and log_p / log_q as Stan's density columns)
         are written first, then every variable, first index fastest. ADVI files get
-        CmdStan's leading mean row (algorithm columns 0), which readers drop.
+        CmdStan's leading mean row (algorithm columns 0), which readers drop. Sample files
+        get CmdStan's adaptation and timing comment blocks, so that cmdstanpy's
+        ``from_csv`` reads them too (it needs an ``lp__`` column).
     out_dir : path; created if needed
     prefix : file names are ``<prefix>_<chain>.csv``
     model : the ``# model = ...`` comment
@@ -395,7 +397,14 @@ def write_stan_csv(draws: Draws, out_dir, prefix: str, *, model: str = "model",
                 "#     save_warmup = false (Default)",
                 "#     thin = 1 (Default)",
                 "#     adapt",
+                f"#       engaged = {'true' if int(warmup or 0) > 0 else 'false'}",
                 f"#       delta = {delta}",
+                "#     algorithm = hmc (Default)",
+                "#       hmc",
+                "#         engine = nuts (Default)",
+                "#           nuts",
+                "#             max_depth = 10 (Default)",
+                "#         metric = unit_e",  # the adaptation block below has no mass matrix
             ]
         header += [f"#     {k} = {_stan_value(v)}" for k, v in settings.items()]
         header += [
@@ -407,7 +416,15 @@ def write_stan_csv(draws: Draws, out_dir, prefix: str, *, model: str = "model",
         with open(path, "w", encoding="utf-8") as fh:
             fh.write("\n".join(header) + "\n")
             fh.write(",".join(names) + "\n")
+            if method == "sample":  # CmdStan's adaptation block, so cmdstanpy reads the file
+                step = draws.sample_stats.get("stepsize__")
+                fh.write("# Adaptation terminated\n# Step size = "
+                         f"{1.0 if step is None else float(step[chain, 0]):.17g}\n")
             np.savetxt(fh, rows, delimiter=",", fmt="%.17g")
+            if method == "sample":
+                fh.write("# \n#  Elapsed Time: 0 seconds (Warm-up)\n"
+                         "#                0 seconds (Sampling)\n"
+                         "#                0 seconds (Total)\n# \n")
         paths.append(path)
     return paths
 
