@@ -24,6 +24,9 @@ class Draws:
     ----------
     variables : dict of name -> array of shape (chains, draws, *stan_shape)
     method : one of ``METHODS``
+        The draws' origin in cmdstanpy's sense: ``"mcmc"`` (NUTS), ``"advi"`` (CmdStan
+        ``variational``), ``"laplace"``, ``"pathfinder"``, ``"other"`` (optimisation).
+        Approximate methods are reweighted by p/q when used for LOO.
     log_p, log_q : (chains, draws) arrays or None
         Unnormalised log posterior and approximation log density per draw; required
         for approximate methods when they are used as an importance-sampling proposal.

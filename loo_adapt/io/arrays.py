@@ -82,14 +82,34 @@ def as_float_array(value, what: str, *, stats: bool = False) -> np.ndarray:
     return np.asarray(value, dtype=np.float64)
 
 
-def _resolve(value, stats: Mapping[str, np.ndarray], what: str):
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if value not in stats:
-            raise KeyError(f"{what}={value!r} is not in sample_stats ({sorted(stats)})")
-        return stats[value]
-    return as_float_array(value, what)
+def resolve_densities(method: str, stats: Mapping[str, np.ndarray], source: str, log_p=None,
+                      log_q=None, *, stat_name=str, required: bool = False):
+    """(log_p, log_q) of approximate draws: given arrays, sample_stats names, or Stan's columns.
+
+    ``log_p`` / ``log_q`` may be arrays or keys of ``stats`` (looked up as given, then as
+    ``stat_name(key)``); what is not given is taken from Stan's density columns of
+    ``method`` when ``stats`` holds them. With ``required`` their absence is an error
+    (``densities_from_stats`` names the missing columns); otherwise they stay None and the
+    draws are refused only when used as an importance-sampling proposal.
+    """
+
+    def one(value, what):
+        if value is None:
+            return None
+        if isinstance(value, str):
+            key = value if value in stats else stat_name(value)
+            if key not in stats:
+                raise KeyError(f"{what}={value!r} is not in sample_stats ({sorted(stats)})")
+            return stats[key]
+        return as_float_array(value, what)
+
+    p_arr, q_arr = one(log_p, "log_p"), one(log_q, "log_q")
+    if method in APPROXIMATE_METHODS and (p_arr is None or q_arr is None):
+        if required or all(n in stats for n in DENSITY_COLUMNS[method]):
+            auto_p, auto_q = densities_from_stats(stats, method, source)
+            p_arr = auto_p if p_arr is None else p_arr
+            q_arr = auto_q if q_arr is None else q_arr
+    return p_arr, q_arr
 
 
 def read_dict(
@@ -149,11 +169,7 @@ def read_dict(
     if wanted is not None and wanted - set(variables):
         raise KeyError(f"variable(s) {sorted(wanted - set(variables))} not in the dict "
                        f"(keys: {sorted(map(str, data))})")
-    p_arr = _resolve(log_p, stats, "log_p")
-    q_arr = _resolve(log_q, stats, "log_q")
-    if found in APPROXIMATE_METHODS and p_arr is None and q_arr is None:
-        if all(n in stats for n in DENSITY_COLUMNS[found]):
-            p_arr, q_arr = densities_from_stats(stats, found, source)
+    p_arr, q_arr = resolve_densities(found, stats, source, log_p, log_q)
     return Draws(
         variables=variables,
         method=found,

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from loo_adapt.draws import APPROXIMATE_METHODS, Draws
+from loo_adapt.draws import Draws
 
-from .arrays import as_float_array
+from .arrays import as_float_array, resolve_densities
 from .columns import DENSITY_COLUMNS, STAN_METHODS, check_method, normalize_method, pick_config
 
 __all__ = ["read_inference_data", "read_xarray", "read_arviz_file", "is_arviz_like"]
@@ -117,17 +117,6 @@ def _detect_method(attrs: Mapping, stats: Mapping[str, np.ndarray]) -> str:
     return "mcmc"
 
 
-def _resolve_density(value, stats: Mapping[str, np.ndarray], what: str):
-    if value is None:
-        return None
-    if isinstance(value, str):
-        key = value if value in stats else _stat_to_stan(value)
-        if key not in stats:
-            raise KeyError(f"{what}={value!r} is not in sample_stats ({sorted(stats)})")
-        return stats[key]
-    return as_float_array(value, what)
-
-
 def read_inference_data(
     idata,
     method: str | None = None,
@@ -197,15 +186,9 @@ def read_inference_data(
     found = normalize_method(method) or detected
     if method is not None and detected != "mcmc" and detected != found:
         check_method(method, detected, f"the {type(idata).__name__} (sample_stats / attrs)")
-    p_arr = _resolve_density(log_p, stats, "log_p")
-    q_arr = _resolve_density(log_q, stats, "log_q")
     source = f"{type(idata).__module__}.{type(idata).__name__}"
-    if found in APPROXIMATE_METHODS and (p_arr is None or q_arr is None):
-        from .columns import densities_from_stats
-
-        auto_p, auto_q = densities_from_stats(stats, found, f"the {source} sample_stats")
-        p_arr = auto_p if p_arr is None else p_arr
-        q_arr = auto_q if q_arr is None else q_arr
+    p_arr, q_arr = resolve_densities(found, stats, f"the {source} sample_stats", log_p, log_q,
+                                     stat_name=_stat_to_stan, required=True)
     if found == "advi" and log_p is None and _has_mean_row(stats):
         # arviz keeps CmdStan's first ADVI row, the approximation's mean (densities 0)
         variables = {k: v[:, 1:] for k, v in variables.items()}

@@ -257,3 +257,21 @@ def test_truncated_last_row(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=f"cut.csv, line {last + 1}: 10 values for"):
         read_csv(path)
+
+
+def test_loo_of_a_netcdf_path_equals_arviz(tmp_path):
+    """`loo("fit.nc")` with a log-likelihood named "y": arviz's own az.loo is the oracle
+    (one chain, so r_eff = 1 in both)."""
+    az = pytest.importorskip("arviz")
+    if _arviz_major() >= 1:
+        pytest.skip(reason="arviz 0.x from_cmdstan builds the InferenceData")
+    import loo_adapt
+
+    idata = az.from_cmdstan([str(SAMPLE[0])], log_likelihood={"y": "log_lik"})
+    path = tmp_path / "x.nc"
+    idata.to_netcdf(str(path))
+    ref = az.loo(idata, pointwise=True)
+    for data, kw in ((path, {}), (idata, {"var_name": "y"})):
+        ours = loo_adapt.loo(data, **kw)
+        np.testing.assert_allclose(ours.loo_i.values, ref.loo_i.values, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(ours.pareto_k.values, ref.pareto_k.values, rtol=0, atol=1e-10)
