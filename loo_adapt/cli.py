@@ -29,6 +29,8 @@ import warnings
 
 import numpy as np
 
+from loo_adapt.io.csv import write_stan_csv  # the Stan CSV writer (also used by `fit`)
+
 from .models import registry as _registry
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNRELIABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -231,65 +233,6 @@ def _loo_quietly(quiet, **kw):
             # the summary lists unreliable observations; other warnings are news
             print(f"warning: {w.message}", file=sys.stderr)
     return res
-
-
-# --------------------------------------------------------------------------- Stan CSV out
-def _column_names(name: str, shape: tuple[int, ...]) -> list[str]:
-    if not shape:
-        return [name]
-    # CmdStan order: first index fastest (column-major), names like beta.1 / W1.2.3
-    idx = np.array(list(np.ndindex(*shape[::-1])))[:, ::-1] + 1
-    return [name + "." + ".".join(str(k) for k in row) for row in idx]
-
-
-def write_stan_csv(draws, out_dir, prefix: str, *, model: str, config: dict) -> list:
-    """One Stan-CSV-like file per chain that `loo_adapt.read_csv` reads back exactly.
-
-    The ``# method = sample`` header comment makes the readers treat the draws as MCMC;
-    values are written with 17 significant digits (float64 round trip).
-    """
-    out_dir = pathlib.Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    names, blocks = [], []
-    stats = draws.sample_stats
-    for key in ("lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__",
-                "divergent__", "energy__"):
-        if key in stats:
-            names.append(key)
-            blocks.append(np.asarray(stats[key], dtype=float)[:, :, None])
-    for key, value in draws.variables.items():
-        shape = value.shape[2:]
-        names.extend(_column_names(key, shape))
-        c, d = value.shape[:2]
-        # first index fastest (column-major), matching the names
-        axes = (0, 1, *range(value.ndim - 1, 1, -1))
-        flat = np.asarray(value, dtype=float).transpose(axes).reshape(c, d, -1)
-        blocks.append(flat)
-    values = np.concatenate(blocks, axis=2)
-    paths = []
-    for chain in range(values.shape[0]):
-        path = out_dir / f"{prefix}_{chain + 1}.csv"
-        header = [
-            f"# model = {model}",
-            "# method = sample (Default)",
-            "#   sample",
-            f"#     num_samples = {values.shape[1]}",
-            f"#     num_warmup = {config.get('warmup', 0)}",
-            "#     save_warmup = false (Default)",
-            "#     thin = 1 (Default)",
-            "#     adapt",
-            f"#       delta = {config.get('adapt_delta', 0.8)}",
-            f"# id = {chain + 1}",
-            "# random",
-            f"#   seed = {config.get('seed', '')}",
-            f"# written by loo-adapt fit: {draws.source}",
-        ]
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(header) + "\n")
-            fh.write(",".join(names) + "\n")
-            np.savetxt(fh, values[chain], delimiter=",", fmt="%.17g")
-        paths.append(path)
-    return paths
 
 
 # --------------------------------------------------------------------------- commands

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import loo_adapt
-from loo_adapt.cli import main, write_stan_csv
+from loo_adapt.cli import main
 from loo_adapt.datasets import load_ovarian
 from loo_adapt.models.bundled import model_for
 from loo_adapt.stan import backends as stan
@@ -124,19 +124,6 @@ def test_fit_reads_the_shipped_gzipped_csv(tmp_path):
     assert data["scale_global"] == pytest.approx(2 / (3 * np.sqrt(54)), rel=1e-14)
     draws = loo_adapt.read_csv(out / "logistic_rhs_1.csv")
     assert draws["beta"].shape == (1, 50, 5) and draws["beta0"].shape == (1, 50, 1)
-
-
-def test_write_stan_csv_matrix_order(tmp_path):
-    rng = np.random.default_rng(0)
-    w = rng.normal(size=(2, 5, 3, 4))
-    d = loo_adapt.Draws({"W1": w, "b": rng.normal(size=(2, 5)), "log_lik": -rng.exponential(
-        size=(2, 5, 6))}, sample_stats={"lp__": rng.normal(size=(2, 5))})
-    paths = write_stan_csv(d, tmp_path, "m", model="m", config={})
-    header = paths[0].read_text().splitlines()[13]
-    assert header.startswith("lp__,W1.1.1,W1.2.1,W1.3.1,W1.1.2")  # CmdStan: column-major
-    back = loo_adapt.read_csv(paths)
-    assert np.array_equal(back["W1"], w) and np.array_equal(back["b"], d["b"])
-    assert np.array_equal(back.sample_stats["lp__"], d.sample_stats["lp__"])
 
 
 def test_demo_quick(tmp_path, capsys):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +12,9 @@ import pandas as pd
 import pytest
 
 from loo_adapt.draws import Draws
-from loo_adapt.io.readers import (
-    _group_columns,
-    _stan_name_to_index,
-    read_csv,
-    read_draws,
-)
+from loo_adapt.io import read_csv, read_draws
+from loo_adapt.io.columns import group_columns as _group_columns
+from loo_adapt.io.columns import stan_name_to_index as _stan_name_to_index
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cmdstan"
 MODELS = ("logistic_normal", "rhs_logistic", "relu1")
@@ -42,13 +38,6 @@ def _arviz_major() -> int:
     import arviz
 
     return int(arviz.__version__.split(".")[0])
-
-
-def _quiet_read(obj, **kw):
-    """Read while silencing the expected multi-path Pathfinder warning."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Pathfinder draws", category=UserWarning)
-        return read_draws(obj, **kw)
 
 
 def _assert_same_draws(a: Draws, b: Draws, *, stats=True, ordered=True):
@@ -166,9 +155,12 @@ def test_laplace_csv(model):
 def test_pathfinder_csv(model):
     (f,) = _files(model, "pathfinder")
     df = _frame(f)
-    with pytest.warns(UserWarning, match="PSIS-resampled from 4"):
-        draws = read_csv(f)
+    draws = read_csv(f)
     assert draws.method == "pathfinder" and draws.shape == (1, 1000)
+    # CmdStan's default multi-path run: readable, refused as an importance-sampling proposal
+    assert draws.config == {"num_paths": "4", "psis_resample": "true"}
+    with pytest.raises(ValueError, match="PSIS-resampled from 4 paths.*num_paths=1"):
+        draws.log_ratio_offset()
     np.testing.assert_array_equal(draws.log_p[0], df["lp__"].to_numpy())
     np.testing.assert_array_equal(draws.log_q[0], df["lp_approx__"].to_numpy())
     _check_every_column(draws, [df])
@@ -184,14 +176,46 @@ def test_optimize_csv_is_one_draw(model):
     _check_every_column(draws, [df])
 
 
+def _cmdstanpy_columns(fit):
+    """(column names, (chains, draws, columns) values) through cmdstanpy's public API."""
+    cls = type(fit).__name__
+    if cls == "CmdStanMCMC":
+        values = fit.draws(concat_chains=False).transpose(1, 0, 2)
+    elif cls == "CmdStanVB":
+        values = fit.variational_sample[None]
+    elif cls == "CmdStanMLE":
+        values = fit.optimized_params_np[None, None]
+    else:
+        values = fit.draws()[None]
+    return list(fit.column_names), np.asarray(values, float)
+
+
+def _check_against_columns(draws: Draws, names, values):
+    """Every named column equals the element of the draws its Stan name points to."""
+    for k, col in enumerate(names):
+        if col.endswith("__"):
+            np.testing.assert_array_equal(draws.sample_stats[col], values[:, :, k], err_msg=col)
+            continue
+        base, *idx = col.replace("[", ".").replace("]", "").replace(",", ".").split(".")
+        value = draws[base][(slice(None), slice(None)) + tuple(int(i) - 1 for i in idx)]
+        np.testing.assert_array_equal(value, values[:, :, k], err_msg=col)
+
+
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("method", METHODS)
-def test_own_parser_equals_cmdstanpy_parser(method):
-    paths = _files("rhs_logistic", method)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Pathfinder draws")
-        a = read_csv(paths, parser="cmdstanpy")
-        b = read_csv(paths, parser="own")
-    _assert_same_draws(a, b)
+def test_csv_equals_cmdstanpy_parser(model, method, monkeypatch):
+    """Our CSV reader against cmdstanpy's public from_csv (its own parser), every column."""
+    import cmdstanpy
+
+    monkeypatch.chdir(DATA)  # the Laplace file names its mode file relative to DATA
+    files = [str(f.relative_to(DATA)) for f in _files(model, method)]
+    names, values = _cmdstanpy_columns(cmdstanpy.from_csv(files))
+    draws = read_csv(files)
+    assert draws.shape == values.shape[:2]
+    _check_against_columns(draws, names, values)
+    ll = read_csv(files, var_names="log_lik")
+    assert list(ll.variables) == ["log_lik"]
+    np.testing.assert_array_equal(ll.log_lik(), draws.log_lik())
 
 
 def test_path_forms_agree():
@@ -279,15 +303,16 @@ def test_cmdstanpy_object_equals_csv(model, method, monkeypatch):
         "optimize": "CmdStanMLE",
     }[method]
     assert type(fit).__name__ == expected
-    _assert_same_draws(_quiet_read(fit), _quiet_read(files))
+    _assert_same_draws(read_draws(fit), read_draws(files))
+    assert read_draws(fit).config == read_draws(files).config
 
 
-def test_cmdstanpy_pathfinder_warns_like_csv():
+def test_cmdstanpy_pathfinder_refused_like_csv():
     import cmdstanpy
 
     fit = cmdstanpy.from_csv([str(f) for f in _files("relu1", "pathfinder")])
-    with pytest.warns(UserWarning, match="PSIS-resampled from 4 single-path"):
-        read_draws(fit)
+    with pytest.raises(ValueError, match="num_paths=1"):
+        read_draws(fit).log_ratio_offset()
 
 
 def test_nan_in_csv_warns(tmp_path):
@@ -300,7 +325,10 @@ def test_nan_in_csv_warns(tmp_path):
     path.write_text(comments + df.to_csv(index=False, float_format="%.17g", na_rep="nan"))
     with pytest.warns(UserWarning, match="'log_lik': 1"):
         d = read_csv(path)
-    assert np.isnan(d.log_lik()[0, 0, 6]) and np.isfinite(d.log_lik()[0, 0, 5])
+    assert np.isnan(d["log_lik"][0, 0, 6]) and np.isfinite(d["log_lik"][0, 0, 5])
+    with pytest.raises(ValueError, match="1 NaN; first at chain 0, draw 0, observation 6 "
+                                         "\\(0-based; Stan index 7\\)"):
+        d.log_lik()
 
 
 def test_cmdstanpy_method_mismatch():
@@ -335,7 +363,7 @@ def _dict_groups(draws: Draws):
     stats = {"lp": draws.sample_stats["lp__"]}
     if draws.log_p is not None:
         stats.update(log_p=draws.log_p, log_g=draws.log_q)
-    return posterior, {"y": draws["log_lik"]}, stats
+    return posterior, {"log_lik": draws["log_lik"]}, stats
 
 
 def test_arviz0_from_dict_and_datatree_round_trip():
@@ -370,13 +398,17 @@ def test_inference_data_explicit_densities_and_errors():
     np.testing.assert_array_equal(d["beta"], ref["beta"])
     with pytest.raises(ValueError, match="lack the column"):
         read_draws(tree, method="laplace")
+    with pytest.raises(ValueError, match="requested but the DataTree .* holds 'laplace'"):
+        read_draws(xr.DataTree.from_dict(
+            {"posterior": post, "sample_stats": ds({"log_p": ref.log_p, "log_q": ref.log_q})}),
+            method="mcmc")
     swapped = xr.Dataset({"beta": (("k", "draw", "chain"), ref["beta"].transpose(2, 1, 0))})
     d2 = read_draws(xr.DataTree.from_dict({"posterior": swapped}))
     np.testing.assert_array_equal(d2["beta"], ref["beta"])
     no_chain = xr.Dataset({"beta": (("sample", "k"), ref.flat("beta"))})
     with pytest.raises(ValueError, match="expected \\('chain', 'draw'"):
         read_draws(xr.DataTree.from_dict({"posterior": no_chain}))
-    with pytest.raises(ValueError, match="no 'posterior' group"):
+    with pytest.raises(ValueError, match="no 'posterior' or 'log_likelihood' group"):
         read_draws(xr.DataTree.from_dict({"sample_stats": ds({"lp": ref.log_p})}))
 
 
@@ -434,9 +466,11 @@ def test_dict_input():
     data = {"mu": rng.normal(size=(3, 40)), "ll": rng.normal(size=(3, 40, 7))}
     with pytest.raises(ValueError, match="method= is required"):
         read_draws(data)
-    d = read_draws(data, method="mcmc", log_lik="ll")
-    assert d.shape == (3, 40) and "ll" not in d
+    d = read_draws(data, method="mcmc", var_name="ll")
+    assert d.shape == (3, 40) and d.log_lik_name() == "ll"
     np.testing.assert_array_equal(d.log_lik(), data["ll"])
+    with pytest.warns(DeprecationWarning, match="use var_name="):
+        assert read_draws(data, method="mcmc", log_lik="ll").log_lik_name() == "ll"
     lp, lg = rng.normal(size=(3, 40)), rng.normal(size=(3, 40))
     d = read_draws({**data, "log_p__": lp, "log_g__": lg}, method="variational")
     assert d.method == "advi" and "log_p__" in d.sample_stats and "log_p__" not in d
@@ -475,14 +509,14 @@ def test_draws_passthrough_and_log_lik_options():
     extra = np.random.default_rng(0).normal(size=(1000, 3))
     with pytest.raises(ValueError, match="already hold a variable 'log_lik'"):
         read_draws({"a": ref["alpha"], "log_lik": ref["log_lik"]}, method="laplace",
-                   log_lik="a", log_p=ref.log_p, log_q=ref.log_q)
-    d = read_draws({"a": ref["alpha"]}, method="laplace", log_lik=extra,
+                   var_name=extra, log_p=ref.log_p, log_q=ref.log_q)
+    d = read_draws({"a": ref["alpha"]}, method="laplace", var_name=extra,
                    log_p=ref.log_p, log_q=ref.log_q)
     np.testing.assert_array_equal(d.log_lik()[0], extra)
     with pytest.raises(ValueError, match="log_lik has shape"):
-        read_draws({"a": ref["alpha"]}, method="mcmc", log_lik=extra[:10])
-    with pytest.raises(KeyError, match="not a variable"):
-        read_draws(ref, log_lik="loglik")
+        read_draws({"a": ref["alpha"]}, method="mcmc", var_name=extra[:10])
+    with pytest.raises(KeyError, match="no pointwise log-likelihood 'loglik'.*alpha"):
+        read_draws(ref, var_name="loglik")
 
 
 # ------------------------------------------------------------------------------------------
@@ -506,23 +540,22 @@ def test_missing_files(tmp_path):
         read_csv(tmp_path)
 
 
-@pytest.mark.parametrize("parser", ("cmdstanpy", "own"))
-def test_empty_and_header_only_csv(tmp_path, parser):
+def test_empty_and_header_only_csv(tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     with pytest.raises(ValueError, match="no header line"):
-        read_csv(empty, parser=parser)
+        read_csv(empty)
     src = _files("logistic_normal", "sample")[0]
     lines = src.read_text().splitlines(keepends=True)
     header_at = next(i for i, ln in enumerate(lines) if not ln.startswith("#"))
     only = tmp_path / "header_only.csv"
     only.write_text("".join(lines[: header_at + 1]))
     with pytest.raises(ValueError, match="header but no draws"):
-        read_csv(only, parser=parser)
+        read_csv(only)
     ragged = tmp_path / "ragged.csv"
     ragged.write_text("".join(lines[: header_at + 2]) + "1,2,3\n")
     with pytest.raises(ValueError, match="ragged.csv"):
-        read_csv(ragged, parser=parser)
+        read_csv(ragged)
 
 
 def test_mixed_methods_and_mismatched_chains(tmp_path):

@@ -1,0 +1,371 @@
+"""Stan column names -> arrays of Stan's shapes, and the names every reader shares.
+
+Stan writes array elements column-major (``W1.1.1, W1.2.1, ...``); every column is placed by
+the index in its name, so the result does not depend on the column order of the source.
+
+Per-draw densities of approximate methods (what importance sampling needs):
+
+=============  ============================  =========================================
+method         log_p (target, unconstrained)  log_q (approximation)
+=============  ============================  =========================================
+advi           ``log_p__``                    ``log_g__`` (constants dropped, see below)
+laplace        ``log_p__``                    ``log_q__``
+pathfinder     ``lp__``                       ``lp_approx__``
+=============  ============================  =========================================
+
+Both are on Stan's unconstrained space, with the Jacobian included unless a Laplace run was
+made with ``jacobian=false`` (recorded in ``Draws.config``). CmdStan's ADVI writes
+``log_g__ = -||eta||^2 / 2`` for the standardised draw ``eta``: the log density of the
+approximation up to an additive constant, which cancels in self-normalised weights.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from loo_adapt.draws import METHODS, Draws
+
+# CmdStan's own method names -> Draws.method.
+STAN_METHODS = {
+    "sample": "mcmc",
+    "variational": "advi",
+    "laplace": "laplace",
+    "pathfinder": "pathfinder",
+    "optimize": "other",
+}
+#: Draws.method -> CmdStan method name (for writing)
+CMDSTAN_METHOD = {v: k for k, v in STAN_METHODS.items()}
+_METHOD_ALIASES = {
+    **STAN_METHODS,
+    **{m: m for m in METHODS},
+    "nuts": "mcmc",
+    "hmc": "mcmc",
+    "vb": "advi",
+    "meanfield": "advi",
+    "fullrank": "advi",
+    "mle": "other",
+    "map": "other",
+}
+#: Which Stan output column holds log_p / log_q for each approximate method.
+DENSITY_COLUMNS = {
+    "advi": ("log_p__", "log_g__"),
+    "laplace": ("log_p__", "log_q__"),
+    "pathfinder": ("lp__", "lp_approx__"),
+}
+MCMC_STATS = (
+    "lp__",
+    "accept_stat__",
+    "stepsize__",
+    "treedepth__",
+    "n_leapfrog__",
+    "divergent__",
+    "energy__",
+)
+#: CmdStan settings kept in ``Draws.config`` (they decide how draws may be used).
+CONFIG_KEYS = ("jacobian", "num_paths", "psis_resample", "algorithm")
+
+
+def normalize_method(method: str | None) -> str | None:
+    """Map a Stan / cmdstanpy / Draws method name to one of ``Draws`` methods.
+
+    Parameters
+    ----------
+    method : str or None
+        ``"mcmc"``, ``"advi"``, ``"laplace"``, ``"pathfinder"``, ``"other"``, CmdStan's
+        ``"sample"``, ``"variational"``, ``"optimize"``, or an alias (``"nuts"``, ``"vb"``,
+        ``"meanfield"``, ``"fullrank"``, ``"mle"``, ``"map"``). None passes through.
+
+    Returns
+    -------
+    str or None
+
+    Examples
+    --------
+    >>> normalize_method("variational"), normalize_method("NUTS"), normalize_method(None)
+    ('advi', 'mcmc', None)
+    """
+    if method is None:
+        return None
+    key = str(method).strip().lower()
+    if key not in _METHOD_ALIASES:
+        raise ValueError(
+            f"unknown method {method!r}; use one of {METHODS} "
+            f"or a CmdStan method name {tuple(STAN_METHODS)}"
+        )
+    return _METHOD_ALIASES[key]
+
+
+def method_from_columns(names) -> str | None:
+    """CmdStan method told by its algorithm columns (None when they do not say).
+
+    Examples
+    --------
+    >>> method_from_columns(["lp__", "log_p__", "log_g__", "mu"])
+    'variational'
+    """
+    cols = set(names)
+    if "lp_approx__" in cols:
+        return "pathfinder"
+    if {"log_p__", "log_g__"} <= cols:
+        return "variational"
+    if {"log_p__", "log_q__"} <= cols:
+        return "laplace"
+    if {"accept_stat__", "lp__"} <= cols:
+        return "sample"
+    return None
+
+
+def check_method(expected: str | None, found: str, what: str) -> None:
+    """Raise when a requested ``method=`` contradicts the method detected in ``what``."""
+    if expected is not None and normalize_method(expected) != found:
+        raise ValueError(f"method={expected!r} was requested but {what} holds {found!r} draws")
+
+
+# ---------------------------------------------------------------------------------------------
+# Column names -> Stan shapes
+# ---------------------------------------------------------------------------------------------
+
+_BRACKET_RE = re.compile(r"^(.+?)\[([^\[\]]+)\]$")
+_COMPLEX_PART = {"real": 1, "imag": 2}
+
+
+def _split_index(part: str) -> tuple[str, tuple[int, ...]] | None:
+    """``beta.2.3`` / ``beta[2,3]`` -> ("beta", (2, 3)); None if ``part`` has no index."""
+    m = _BRACKET_RE.match(part)
+    if m:
+        base, pieces = m.group(1), [p.strip() for p in m.group(2).split(",")]
+    elif "." in part:
+        base, *pieces = part.split(".")
+    else:
+        return None
+    idx = []
+    for k, piece in enumerate(pieces):
+        if piece.isdigit() and int(piece) >= 1:
+            idx.append(int(piece))
+        elif piece in _COMPLEX_PART and k == len(pieces) - 1:
+            # a complex number is stored as a trailing axis of length 2 (real, imag)
+            idx.append(_COMPLEX_PART[piece])
+        else:
+            return None
+    if not base:
+        return None
+    return base, tuple(idx)
+
+
+def stan_name_to_index(name: str) -> tuple[str, tuple[int, ...]]:
+    """Variable name and 1-based index of one output column.
+
+    ``alpha`` -> ("alpha", ()), ``W1.2.3`` or ``W1[2,3]`` -> ("W1", (2, 3)),
+    ``z.1.imag`` -> ("z", (1, 2)). Tuple components (``t:2.1``) become their own variables
+    named up to the last ``:`` part (``"t:2"``), because a float array cannot hold a tuple.
+
+    Examples
+    --------
+    >>> stan_name_to_index("W1.2.3"), stan_name_to_index("alpha")
+    (('W1', (2, 3)), ('alpha', ()))
+    """
+    head, sep, tail = name.rpartition(":")
+    parsed = _split_index(tail)
+    if parsed is None:
+        return name, ()
+    base, idx = parsed
+    return (head + sep + base) if sep else base, idx
+
+
+def group_columns(names: Sequence[str]) -> dict[str, tuple[tuple[int, ...], np.ndarray]]:
+    """{variable: (stan_shape, column index per element in C order)} in first-seen order.
+
+    Examples
+    --------
+    >>> shape, cols = group_columns(["b.1.1", "b.2.1", "b.1.2", "b.2.2"])["b"]
+    >>> shape, cols.tolist()
+    ((2, 2), [0, 2, 1, 3])
+    """
+    entries: dict[str, list[tuple[tuple[int, ...], int]]] = {}
+    for col, name in enumerate(names):
+        base, idx = stan_name_to_index(name)
+        entries.setdefault(base, []).append((idx, col))
+    out = {}
+    for base, items in entries.items():
+        ndims = {len(idx) for idx, _ in items}
+        if len(ndims) != 1:
+            raise ValueError(
+                f"columns of variable {base!r} have mixed numbers of indices: "
+                f"{[names[c] for _, c in items][:6]}"
+            )
+        ndim = ndims.pop()
+        if ndim == 0:
+            if len(items) > 1:
+                raise ValueError(f"column {base!r} appears {len(items)} times")
+            out[base] = ((), np.array([items[0][1]]))
+            continue
+        idx = np.array([i for i, _ in items]) - 1
+        shape = tuple(int(s) for s in idx.max(axis=0) + 1)
+        flat = np.ravel_multi_index(idx.T, shape)
+        if len(items) != math.prod(shape) or len(np.unique(flat)) != len(items):
+            raise ValueError(
+                f"columns of variable {base!r} do not fill a {shape} array "
+                f"({len(items)} columns for {math.prod(shape)} elements, or duplicates)"
+            )
+        cols = np.empty(len(items), dtype=np.intp)
+        cols[flat] = [c for _, c in items]
+        out[base] = (shape, cols)
+    return out
+
+
+def select_columns(names: Sequence[str], var_names) -> list[int]:
+    """Indices of the columns to read: every ``*__`` column plus those of ``var_names``.
+
+    ``var_names=None`` selects every column. A requested variable with no column is a
+    KeyError listing the variables there are.
+
+    Examples
+    --------
+    >>> select_columns(["lp__", "mu", "ll.1", "ll.2"], ["ll"])
+    [0, 2, 3]
+    """
+    if var_names is None:
+        return list(range(len(names)))
+    wanted = {var_names} if isinstance(var_names, str) else set(var_names)
+    keep, seen = [], set()
+    for i, name in enumerate(names):
+        if name.endswith("__"):
+            keep.append(i)
+            continue
+        base = stan_name_to_index(name)[0]
+        if base in wanted:
+            keep.append(i)
+            seen.add(base)
+    missing = sorted(wanted - seen)
+    if missing:
+        available = sorted({stan_name_to_index(n)[0] for n in names if not n.endswith("__")})
+        raise KeyError(f"variable(s) {missing} not in the draws (variables: {available})")
+    return keep
+
+
+def pick_config(config: Mapping) -> dict:
+    """The run settings kept in ``Draws.config`` (see `CONFIG_KEYS`), as strings."""
+    out = {}
+    for key in CONFIG_KEYS:
+        value = config.get(key)
+        if isinstance(value, (list, tuple)):  # arviz 0.x stores attrs as 1-element lists
+            value = value[0] if value else None
+        if value is None:
+            continue
+        value = str(value).replace("(Default)", "").strip()
+        if key in ("jacobian", "psis_resample"):
+            value = "true" if value.lower() in ("1", "true", "1.0") else "false"
+        elif key == "num_paths":
+            value = str(int(float(value)))
+        out[key] = value
+    return out
+
+
+def assemble(
+    values: np.ndarray,
+    names: Sequence[str],
+    method: str,
+    source: str,
+    config: Mapping | None = None,
+) -> Draws:
+    """(chains, draws, columns) values + Stan column names -> Draws.
+
+    Columns ending in ``__`` are algorithm output (sample_stats); the rest are model variables.
+    ``config`` (CmdStan's settings) is reduced to `CONFIG_KEYS`.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 3 or values.shape[2] != len(names):
+        raise ValueError(f"values of shape {values.shape} do not match {len(names)} column names")
+    if values.shape[1] == 0:
+        raise ValueError(f"no draws in {source}")
+    stats_cols = [i for i, n in enumerate(names) if n.endswith("__")]
+    var_cols = [i for i, n in enumerate(names) if not n.endswith("__")]
+    if not var_cols:
+        raise ValueError(
+            f"{source} has no model variables, only algorithm columns {list(names)[:8]}"
+        )
+    sample_stats = {names[i]: values[:, :, i] for i in stats_cols}
+    var_names = [names[i] for i in var_cols]
+    var_values = values[:, :, var_cols]
+    variables = {}
+    for base, (shape, cols) in group_columns(var_names).items():
+        variables[base] = var_values[:, :, cols].reshape(values.shape[:2] + shape)
+    n_nan = {k: int(np.isnan(v).sum()) for k, v in variables.items()}
+    n_nan = {k: n for k, n in n_nan.items() if n}
+    if n_nan:
+        # Stan writes NaN when generated quantities fail for a draw; estimators must know
+        warnings.warn(
+            f"NaN values in {source}: {n_nan} (variable: count)", UserWarning, stacklevel=3
+        )
+    log_p = log_q = None
+    if method in DENSITY_COLUMNS:
+        log_p, log_q = densities_from_stats(sample_stats, method, source)
+    return Draws(
+        variables=variables,
+        method=method,
+        log_p=log_p,
+        log_q=log_q,
+        sample_stats=sample_stats,
+        source=source,
+        config=pick_config(config or {}),
+    )
+
+
+def read_columns(names, values, *, method: str = "mcmc", source: str = "columns") -> Draws:
+    """Draws from flat Stan columns: ``values`` (chains, draws, columns), ``names`` per column.
+
+    Parameters
+    ----------
+    names : sequence of str
+        ``W1[2,3]`` or ``W1.2.3`` names are placed by their 1-based indices, so variables get
+        Stan's declared shapes whatever the column order; ``*__`` columns go to sample_stats
+        (and give log_p/log_q for approximate methods).
+    values : array of shape (chains, draws, len(names))
+    method, source : the draws' origin and a description of where they came from
+
+    Returns
+    -------
+    Draws
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> d = read_columns(["lp__", "b[1]", "b[2]"], np.zeros((1, 5, 3)))
+    >>> d["b"].shape
+    (1, 5, 2)
+    """
+    return assemble(values, list(names), normalize_method(method), source)
+
+
+def densities_from_stats(stats: Mapping[str, np.ndarray], method: str, source: str):
+    """(log_p, log_q) of an approximate method from its Stan algorithm columns."""
+    p_name, q_name = DENSITY_COLUMNS[method]
+    missing = [n for n in (p_name, q_name) if n not in stats]
+    if missing:
+        raise ValueError(
+            f"{method} draws from {source} lack the column(s) {missing} that hold "
+            f"log_p / log_q (found {sorted(stats)})"
+        )
+    log_p, log_q = np.asarray(stats[p_name], float), np.asarray(stats[q_name], float)
+    if np.isnan(log_p).all():
+        # CmdStan writes NaN here when run with calculate_lp=false
+        warnings.warn(
+            f"{p_name} is NaN for every draw in {source} (calculate_lp=false?): "
+            "log_p is left unset; these draws cannot serve as an importance-sampling proposal",
+            UserWarning,
+            stacklevel=4,
+        )
+        log_p = None
+    elif not np.isfinite(log_p).all() or not np.isfinite(log_q).all():
+        bad = int((~np.isfinite(log_p) | ~np.isfinite(log_q)).sum())
+        warnings.warn(
+            f"{bad} draw(s) in {source} have non-finite {p_name}/{q_name}",
+            UserWarning,
+            stacklevel=4,
+        )
+    return log_p, log_q
