@@ -29,7 +29,7 @@ ESTIMATORS = ("auto", "psis", "adaptive", "mixis")
 FALLBACKS = ("adaptive", "mm", "mixis", "refit")
 
 
-def _as_draws(data, method=None) -> Draws:
+def _as_draws(data, method=None, var_names=None) -> Draws:
     from loo_adapt.io.readers import normalize_method, read_draws
 
     method = normalize_method(method)
@@ -38,7 +38,7 @@ def _as_draws(data, method=None) -> Draws:
             raise ValueError(f"method={method!r} contradicts the draws' origin "
                              f"{data.method!r}; leave method= out for Draws objects")
         return data
-    return read_draws(data, method=method)
+    return read_draws(data, method=method, var_names=var_names)
 
 
 def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
@@ -101,7 +101,7 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
 def loo(
     data,
     *,
-    var_name: str = "log_lik",
+    var_name: str | None = None,
     reff=None,
     pointwise: bool = True,
     scale: str | None = None,
@@ -130,7 +130,8 @@ def loo(
     ----------
     data : Draws, cmdstanpy fit, Stan CSV path(s), InferenceData / DataTree, stanli Fit,
         dict of arrays, or an array of pointwise log-likelihood (chains, draws, n) / (S, n).
-    var_name : name of the pointwise log-likelihood variable.
+    var_name : name of the pointwise log-likelihood variable, as in arviz (needed only when
+        the draws hold several).
     reff : relative efficiency (``r_eff`` is accepted too); None computes it from the chain
         structure (R loo's relative_eff of exp(log_lik)); arviz instead averages the ESS of
         the parameters.
@@ -198,7 +199,10 @@ def loo(
         certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
         refit_kwargs=refit_kwargs, adapt=adapt,
     )
-    draws = _as_draws(data, method=method)
+    # plain PSIS needs only the log-likelihood columns (and the approximation's densities,
+    # which the readers always keep); a model family reads its parameters too
+    only_log_lik = model is None and var_name is not None
+    draws = _as_draws(data, method=method, var_names=[var_name] if only_log_lik else None)
     if y is None and model is not None:
         y = model.y
     ctx = Context(draws=draws, var_name=var_name, r_eff=reff, model=model, program=program,

@@ -129,7 +129,7 @@ def adaptive_estimate(
     khat_threshold: float | None = None,
     selection: str = "split",
     seed=None,
-    var_name: str = "log_lik",
+    var_name: str | None = None,
     keep_candidates: bool = True,
     jacobian: str = "exact",
     certify: bool = False,

@@ -144,7 +144,7 @@ class Context:
     """
 
     draws: Any
-    var_name: str = "log_lik"
+    var_name: str | None = None
     r_eff: Any = None
     model: Any = None
     program: Any = None

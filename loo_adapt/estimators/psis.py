@@ -18,7 +18,7 @@ from loo_adapt.result import PointwiseLoo
 __all__ = ["PSIS", "psis_of_draws", "initial_result", "loo_prob_from_log_lik"]
 
 
-def psis_of_draws(draws, *, var_name: str = "log_lik", reff=None):
+def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
     """Plain PSIS-LOO of `Draws` (`loo_adapt.core.psis.PsisLoo`).
 
     Parameters
