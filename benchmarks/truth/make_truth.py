@@ -1,0 +1,322 @@
+"""Brute-force leave-one-out truth for the benchmark suite: one NUTS refit per observation.
+
+For benchmark NAME and each observation i: refit the Stan program on the data without row i
+(``StanProgram.refit_without``, stanli NUTS, seed ``SEED_BASE + i``), evaluate the held-out
+log-likelihood log p(y_i | theta_s) at the refit's draws, and record
+
+- ``elpd_loo``  = log mean_s p(y_i | theta_s)   (:func:`loo_adapt.stan.refit.heldout_elpd`),
+- ``mc_se``     = its Monte Carlo error (delta method with the multi-chain ESS of p(y_i | theta)),
+- ``p_loo_y1``  = mean_s P(y_i = 1 | theta_s).
+
+Each finished fold is appended to ``<name>.checkpoint.jsonl`` (with seed, seconds, ESS, the
+spread of the per-chain estimates and the divergences), so a rerun resumes where it stopped;
+once every fold is there ``<name>.csv`` is written with the columns of
+``tests/data/cmdstan/truth/*.csv``.  The data are simulated from a fixed seed and written to
+``<name>.data.json`` on first use (an existing data file is used as is).
+
+    python benchmarks/truth/make_truth.py --benchmark t_outliers [--jobs 1]
+    python benchmarks/truth/make_truth.py --benchmark rhs_wide --time-one   # one refit, timed
+    python benchmarks/truth/make_truth.py --benchmark rhs_wide --khat       # PSIS on 4 x 1000
+
+Run it with ``nice -n 10``. One job runs one refit at a time on one core (stanli would
+otherwise run the chains of a refit in parallel threads on every core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.special import logsumexp
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout
+    sys.path.insert(0, str(ROOT))
+
+from loo_adapt.stan import backends  # noqa: E402
+from loo_adapt.stan.program import StanProgram  # noqa: E402
+from loo_adapt.stan.refit import heldout_elpd  # noqa: E402
+
+SEED_BASE = 100  # refit without observation i uses seed SEED_BASE + i (as the fixture truth)
+COLUMNS = ("i", "elpd_loo", "mc_se", "p_loo_y1")
+
+
+# ------------------------------------------------------------------------------------------
+# simulated data (each from its own fixed seed)
+# ------------------------------------------------------------------------------------------
+def _standardise(X):
+    return (X - X.mean(axis=0)) / X.std(axis=0)
+
+
+def _ar1_normal(rng, n, p, rho):
+    """n rows of a stationary AR(1) Gaussian vector of length p (correlation rho^|j-k|)."""
+    X = np.empty((n, p))
+    X[:, 0] = rng.standard_normal(n)
+    innov = math.sqrt(1.0 - rho**2)
+    for j in range(1, p):
+        X[:, j] = rho * X[:, j - 1] + innov * rng.standard_normal(n)
+    return X
+
+
+def _bernoulli_logit(rng, eta):
+    return (rng.uniform(size=eta.shape) < 1.0 / (1.0 + np.exp(-eta))).astype(np.int64)
+
+
+def data_rhs_wide(n=130, p=300, seed=20261):
+    """Horseshoe logistic regression: AR(1)(0.5) predictors, six strong signals."""
+    rng = np.random.default_rng(seed)
+    X = _standardise(_ar1_normal(rng, n, p, 0.5))
+    beta = np.zeros(p)
+    beta[[10, 60, 120, 180, 240, 290]] = [2.0, -1.8, 1.5, -1.5, 1.2, 1.0]
+    y = _bernoulli_logit(rng, -0.3 + X @ beta)
+    return backends.stan_data("logistic_rhs", X, y)  # the package's default priors
+
+
+def data_t_outliers(n=80, p=10, n_out=4, seed=20262):
+    """Student-t prior logistic regression; 5% of the rows are far out on the two strongest
+    predictors (x 3 before standardising) and carry the label the signal argues against."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    X[:n_out, :2] *= 3.0
+    X = _standardise(X)
+    beta = np.zeros(p)
+    beta[:4] = [3.0, -2.25, 1.5, 0.75]
+    eta = 0.2 + X @ beta
+    y = _bernoulli_logit(rng, eta)
+    y[:n_out] = (eta[:n_out] < 0).astype(np.int64)  # mislabelled at strong-signal points
+    X, y = backends._check_xy(X, y)
+    return {"N": n, "D": p, "X": X, "y": y, "nu": 3.0, "prior_scale": 1.0, "scale_icept": 2.5,
+            "mixis": 0}
+
+
+def data_relu5(n=64, seed=20263):
+    """Two uniform features, XOR-like labels (eta = 4 tanh(1.5 x1 x2)); the bundled ReLU net
+    with H = 5 hidden units and prior_sd = 2 (wide enough for its modes to matter)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2.0, 2.0, size=(n, 2))
+    eta = 4.0 * np.tanh(1.5 * X[:, 0] * X[:, 1])
+    y = _bernoulli_logit(rng, eta)
+    return backends.stan_data("relu_net", X, y, H=5, prior_sd=2.0)
+
+
+def data_logistic_n300(n=320, p=10, n_out=4, seed=20264):
+    """Normal-prior logistic regression, n = 320; four rows far out (x 5 before
+    standardising) with the label the signal argues against: a few influential points."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    X[:n_out] *= 5.0
+    X = _standardise(X)
+    beta = np.zeros(p)
+    beta[:6] = [1.5, -1.2, 0.9, 0.6, -0.45, 0.3]
+    eta = -0.3 + X @ beta
+    y = _bernoulli_logit(rng, eta)
+    y[:n_out] = (eta[:n_out] < 0).astype(np.int64)
+    return backends.stan_data("logistic_normal", X, y)
+
+
+# ------------------------------------------------------------------------------------------
+# the suite
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    program: str  # bundled name or a path relative to benchmarks/truth/
+    make_data: object
+    chains: int = 4
+    draws: int = 2000
+    warmup: int = 1000
+    fit_kwargs: dict = field(default_factory=dict)
+
+    @property
+    def stan_file(self) -> Path:
+        if self.program.endswith(".stan"):
+            return HERE / self.program
+        return backends.stan_model_path(self.program)
+
+    @property
+    def data_file(self) -> Path:
+        return HERE / f"{self.name}.data.json"
+
+    @property
+    def checkpoint(self) -> Path:
+        return HERE / f"{self.name}.checkpoint.jsonl"
+
+    @property
+    def csv(self) -> Path:
+        return HERE / f"{self.name}.csv"
+
+    def data(self) -> dict:
+        if not self.data_file.is_file():
+            self.data_file.write_text(json.dumps(backends._jsonable(self.make_data())) + "\n")
+        return json.loads(self.data_file.read_text())
+
+    def stan_program(self) -> StanProgram:
+        return StanProgram(self.stan_file, self.data(), backend="stanli",
+                           fit_kwargs=self.fit_kwargs)
+
+
+BENCHMARKS = {
+    b.name: b
+    for b in (
+        Benchmark("t_outliers", "logistic_t.stan", data_t_outliers),
+        Benchmark("logistic_n300", "logistic_normal", data_logistic_n300),
+        Benchmark("relu5", "relu_net", data_relu5, chains=8, draws=1000,
+                  fit_kwargs={"adapt_delta": 0.95}),
+        Benchmark("rhs_wide", "logistic_rhs", data_rhs_wide, fit_kwargs={"adapt_delta": 0.95}),
+    )
+}
+
+
+# ------------------------------------------------------------------------------------------
+# one fold
+# ------------------------------------------------------------------------------------------
+def _one_core():
+    """stanli runs a fit's chains in min(chains, os.cpu_count()) threads; keep a job on one."""
+    os.cpu_count = lambda: 1
+
+
+def run_fold(name: str, i: int) -> dict:
+    """Refit benchmark ``name`` without observation ``i``; the checkpoint record of the fold."""
+    _one_core()
+    bench = BENCHMARKS[name]
+    program = bench.stan_program()
+    seed = SEED_BASE + i
+    t0 = time.perf_counter()
+    fit = program.refit_without(i, seed=seed, chains=bench.chains, draws=bench.draws,
+                                warmup=bench.warmup)
+    ll = program.heldout_log_lik(fit, i).reshape(fit.shape)  # (chains, draws)
+    seconds = time.perf_counter() - t0
+    elpd, mcse, ess = heldout_elpd(ll)
+    chain_elpd = logsumexp(ll, axis=1) - math.log(ll.shape[1])
+    p_obs = math.exp(elpd)
+    y_i = int(program.data["y"][i])
+    stats = fit.sample_stats or {}
+    divergent = int(np.sum(stats["divergent__"])) if "divergent__" in stats else -1
+    return {
+        "i": i, "seed": seed, "elpd_loo": elpd, "mc_se": mcse,
+        "p_loo_y1": p_obs if y_i == 1 else 1.0 - p_obs, "ess": ess,
+        "chain_se": float(np.std(chain_elpd, ddof=1) / math.sqrt(len(chain_elpd))),
+        "chains": int(ll.shape[0]), "draws": int(ll.shape[1]), "divergent": divergent,
+        "seconds": seconds,
+    }
+
+
+def read_checkpoint(path: Path) -> dict[int, dict]:
+    """Finished folds by index (a torn last line from an interrupted run is ignored)."""
+    done = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done[int(rec["i"])] = rec
+    return done
+
+
+def write_csv(bench: Benchmark, done: dict[int, dict]) -> None:
+    rows = np.array([[i, done[i]["elpd_loo"], done[i]["mc_se"], done[i]["p_loo_y1"]]
+                     for i in sorted(done)])
+    np.savetxt(bench.csv, rows, delimiter=",", header=",".join(COLUMNS), comments="",
+               fmt="%.18e")
+
+
+def run(bench: Benchmark, jobs: int = 1, limit: int | None = None) -> dict[int, dict]:
+    n = int(bench.data()["N"])
+    done = read_checkpoint(bench.checkpoint)
+    todo = [i for i in range(n) if i not in done][:limit]
+    print(f"{bench.name}: {len(done)} of {n} folds done, running {len(todo)}", flush=True)
+
+    def store(rec):
+        done[rec["i"]] = rec
+        with bench.checkpoint.open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        print(f"  fold {rec['i']:4d}: elpd {rec['elpd_loo']:+.4f} (MC se {rec['mc_se']:.4f}), "
+              f"{rec['seconds']:.1f} s, {len(done)}/{n}", flush=True)
+
+    if jobs == 1:
+        for i in todo:
+            store(run_fold(bench.name, i))
+    else:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            pending = {pool.submit(run_fold, bench.name, i) for i in todo}
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    store(fut.result())
+    if len(done) == n:
+        write_csv(bench, done)
+        print(f"{bench.name}: wrote {bench.csv.name}, total elpd "
+              f"{sum(r['elpd_loo'] for r in done.values()):.2f}", flush=True)
+    return done
+
+
+def khat_report(bench: Benchmark, seed: int = 1) -> None:
+    """Plain PSIS-LOO on a 4 x 1000 posterior fit of the full data: k-hat counts, and, for the
+    finished folds, two checks of the truth that need no refit: where k-hat < 0.5 PSIS must
+    agree with it, and p_loo_i = lpd_i - elpd_loo_i must not be below zero beyond the
+    Monte Carlo error (harmonic <= arithmetic mean)."""
+    from loo_adapt.api import psis_loo
+
+    _one_core()
+    t0 = time.perf_counter()
+    fit = bench.stan_program().fit(seed=seed, chains=4, draws=1000, warmup=1000)
+    seconds = time.perf_counter() - t0
+    res = psis_loo(fit)
+    k = res.khat
+    print(f"{bench.name}: 4 x 1000 posterior fit (seed {seed}, {seconds:.1f} s), PSIS elpd "
+          f"{res.elpd_loo.sum():.2f}; k-hat > 0.5: {(k > 0.5).sum()}, > 0.7: {(k > 0.7).sum()}, "
+          f"> 1: {(k > 1).sum()} of {k.size}")
+    done = read_checkpoint(bench.checkpoint)
+    if not done:
+        return
+    idx = np.array(sorted(done))
+    truth = np.array([done[i]["elpd_loo"] for i in idx])
+    se = np.array([done[i]["mc_se"] for i in idx])
+    err = res.elpd_loo[idx] - truth
+    low = k[idx] < 0.5
+    z = err[low] / np.hypot(se[low], res.mcse_elpd_loo[idx][low])
+    p_loo = res.lpd[idx] - truth
+    print(f"  truth of {idx.size} folds: total {truth.sum():.2f} (MC se "
+          f"{np.sqrt(np.sum(se**2)):.3f}, mean fold MC se {se.mean():.4f}); PSIS - truth on "
+          f"{low.sum()} folds with k-hat < 0.5: RMSE {np.sqrt(np.mean(err[low]**2)):.4f}, "
+          f"rms z {np.sqrt(np.mean(z**2)):.2f}; all folds: RMSE {np.sqrt(np.mean(err**2)):.4f}, "
+          f"total {err.sum():+.2f}; p_loo_i < -3 MC se: {(p_loo < -3 * se).sum()}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (one core each)")
+    parser.add_argument("--limit", type=int, default=None, help="run at most this many folds")
+    parser.add_argument("--time-one", action="store_true",
+                        help="time one refit (observation 0) without touching the checkpoint")
+    parser.add_argument("--khat", action="store_true",
+                        help="PSIS k-hat counts on a 4 x 1000 posterior fit")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be >= 1")
+    bench = BENCHMARKS[args.benchmark]
+    if args.time_one:
+        rec = run_fold(bench.name, 0)
+        print(json.dumps(rec))
+    elif args.khat:
+        khat_report(bench)
+    else:
+        run(bench, jobs=args.jobs, limit=args.limit)
+
+
+if __name__ == "__main__":
+    main()
