@@ -510,6 +510,8 @@ def cmd_evaluate(args) -> int:
     names = _parse_names(args.names, family)
     if args.selection not in SELECTIONS:  # argparse choices cover this; kept for main([...])
         raise InputError(f"--selection must be one of {SELECTIONS}")
+    if (args.resume or args.scheduler) and "refit" not in (args.fallback or []):
+        raise InputError("--resume and --scheduler apply to refits: add --fallback refit")
     _check_csv_inputs(args.csv)
     if args.mixis_csv:
         _check_csv_inputs(args.mixis_csv)
@@ -539,8 +541,6 @@ def cmd_evaluate(args) -> int:
                         "max_seconds": args.max_seconds}
         if "refit" in fallback:
             refit_kwargs = _refit_options(args, out, stack)
-        elif args.resume or args.scheduler:
-            raise InputError("--resume and --scheduler apply to refits: add --fallback refit")
         stages.next("LOO (PSIS + adaptation)")
         res = _loo_quietly(
             args.quiet, data=draws, model=model, transforms=tuple(args.transforms),
@@ -769,16 +769,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated()
+_SIGTERM = {"received": False}
+
+
+def _on_sigterm(signum, frame):
+    """SIGTERM is answered as Ctrl-C is: through the SIGINT handler in force (a native
+    sampler's own watcher stops it cleanly; a handler raising inside a native call would be
+    lost), and remembered so that the exit code says "terminated"."""
+    _SIGTERM["received"] = True
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise Terminated()
 
 
 @contextlib.contextmanager
 def _signals():
-    """SIGTERM raises `Terminated` (a KeyboardInterrupt) while a command runs, so refits
-    stop their workers and keep what is finished, as for Ctrl-C (main thread only)."""
+    """SIGTERM stops a command like Ctrl-C (refits stop their workers and keep what is
+    finished), with exit code 143 (main thread only)."""
+    _SIGTERM["received"] = False
     try:
-        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
@@ -793,8 +805,7 @@ def _quiet_backends(verbose: bool):
     """cmdstanpy's per-chain INFO lines only with --verbose."""
     logger = logging.getLogger("cmdstanpy")
     level = logger.level
-    if not verbose:
-        logger.setLevel(logging.WARNING)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
     try:
         yield
     finally:
@@ -864,7 +875,7 @@ def main(argv=None) -> int:
                 stack.enter_context(contextlib.redirect_stdout(devnull))
             return args.func(args)
     except KeyboardInterrupt as err:
-        terminated = isinstance(err, Terminated)
+        terminated = isinstance(err, Terminated) or _SIGTERM["received"]
         print(f"loo-adapt {args.command}: {_interrupted_message(args, terminated)}",
               file=sys.stderr)
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
