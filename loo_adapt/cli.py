@@ -49,6 +49,8 @@ EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 #: Folder (inside --out) where finished refits are saved as they complete, unless --resume.
 CHECKPOINT = ".loo-adapt-refits"
+#: Seconds to wait for a --scheduler to answer.
+SCHEDULER_TIMEOUT = 30
 
 #: command-line model family -> bundled Stan program
 FAMILIES = {"logistic": "logistic_normal", "logistic-rhs": "logistic_rhs", "relu": "relu_net"}
@@ -238,9 +240,14 @@ def _check_csv_inputs(paths) -> None:
         _check_text_file(path)
 
 
-def _prepare_out(path) -> pathlib.Path:
-    """The report folder, created (or checked writable) before any work is done."""
+def _prepare_out(path, stack: contextlib.ExitStack | None = None) -> pathlib.Path:
+    """The report folder, created (or checked writable) before any work is done.
+
+    With ``stack``, a folder created here is removed again if the command fails while it
+    is still empty (a failed run leaves no empty folder behind)."""
     out = pathlib.Path(path)
+    if stack is not None and not out.exists():
+        stack.push(lambda *exc: _remove_if_empty(out) if exc[0] is not None else None)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {str(out)!r} is a file; give a folder for the report")
     try:
@@ -252,6 +259,11 @@ def _prepare_out(path) -> pathlib.Path:
         raise InputError(f"--out {str(out)!r}: cannot write there ({err.strerror}); choose a "
                          "writable folder") from None
     return out
+
+
+def _remove_if_empty(folder: pathlib.Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only succeeds when empty
 
 
 def _prepare_fit_data(args) -> dict:
@@ -491,7 +503,7 @@ def _refit_options(args, out: pathlib.Path, stack: contextlib.ExitStack) -> dict
             raise InputError("--scheduler needs dask.distributed: pip install "
                              "'dask[distributed]'") from None
         try:
-            client = Client(args.scheduler, timeout=30)
+            client = Client(args.scheduler, timeout=SCHEDULER_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as err:
             raise InputError(f"--scheduler {args.scheduler}: cannot connect ({err}); start "
                              "the scheduler or drop --scheduler") from None
@@ -515,9 +527,9 @@ def cmd_evaluate(args) -> int:
     _check_csv_inputs(args.csv)
     if args.mixis_csv:
         _check_csv_inputs(args.mixis_csv)
-    out = _prepare_out(args.out)
     stages = _Stages(["reading draws", "LOO", "report"], args.quiet)
     with contextlib.ExitStack() as stack:
+        out = _prepare_out(args.out, stack)
         stack.callback(stages.close)
         stack.enter_context(report_lock(out))  # a second run into this folder is refused
         draws = read_csv(args.csv)

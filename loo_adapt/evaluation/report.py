@@ -568,7 +568,8 @@ def save_report(result, out_dir, *, y=None, probs=None, name: str = "loo",
     y_arr, prob_map = _probabilities(res, y, probs, name)
     # everything is computed before the folder is touched: a failure leaves it as it was
     text = (f"{name}\n{'=' * len(name)}\n\n{format_summary(res, scale=scale)}\n\n"
-            f"Pointwise (observation i is 0-based):\n{format_pointwise(res)}\n")
+            f"Pointwise (observation i is 0-based; Stan's log_lik index is i + 1):\n"
+            f"{format_pointwise(res)}\n")
     results = json.dumps(results_dict(result, scale=scale, name=name), indent=1,
                          allow_nan=False)
     metrics_text = None

@@ -104,10 +104,9 @@ def test_bom_in_data_json_is_accepted(tmp_path, capsys):
     bom = tmp_path / "data.json"
     bom.write_bytes(b"\xef\xbb\xbf" + DATA_JSON.read_bytes())
     rc, _, err = _run(capsys, "evaluate", SAMPLE, "--data", bom, "--model", "logistic",
-                      "--out", tmp_path / "a", "-q", "--seed", "4")
-    assert rc in (0, 3) and err == ""
-    rc2, _, _ = _run(capsys, "evaluate", SAMPLE, "--data", DATA_JSON, "--model", "logistic",
-                     "--out", tmp_path / "b", "-q", "--seed", "4")
+                      "--out", tmp_path / "a", "-q", "--no-adapt")
+    assert rc == 3 and err == ""
+    rc2, _, _ = _run(capsys, *_evaluate(SAMPLE, tmp_path / "b"))
     a = json.loads((tmp_path / "a" / "results.json").read_text())["pointwise"]
     b = json.loads((tmp_path / "b" / "results.json").read_text())["pointwise"]
     assert rc == rc2 and a == b
@@ -310,10 +309,14 @@ def test_cmdstanpy_info_silenced_unless_verbose(tmp_path, capsys, monkeypatch):
     assert seen[0] == logging.WARNING and seen[1] <= logging.INFO
 
 
+def _refit_loo_with_checkpoints(indices, program=None, *, checkpoint=None, executor=None,
+                                **kwargs):
+    """The signature of refit_loo with checkpoints and executors (issue 14.2)."""
+    raise AssertionError("not called: loo() is replaced in these tests")
+
+
 def test_resume_and_scheduler_reach_the_refits(tmp_path, capsys, monkeypatch):
     """--resume DIR and --scheduler ADDRESS become refit_kwargs checkpoint= / executor=."""
-    import inspect
-
     from loo_adapt.stan import refit
 
     got = {}
@@ -323,18 +326,16 @@ def test_resume_and_scheduler_reach_the_refits(tmp_path, capsys, monkeypatch):
         raise MemoryError()
 
     monkeypatch.setattr(loo_adapt, "loo", fake_loo)
-    params = inspect.signature(refit.refit_loo).parameters
+    monkeypatch.setattr(refit, "refit_loo", _refit_loo_with_checkpoints)
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit",
                                          "--resume", ckpt))
-    if "checkpoint" not in params:
-        assert rc == 1 and "--resume" in _one_line(err)
-        pytest.skip("refit_loo has no checkpoint= yet (the refit helper adds it)")
     assert got["checkpoint"] == str(ckpt)
     rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit"))
     assert got["checkpoint"] == str(tmp_path / "rep" / cli.CHECKPOINT)
     # an address where no scheduler listens: one line naming the option
+    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 2)
     rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit",
                                          "--scheduler", "tcp://127.0.0.1:9"))
     assert rc == 1 and "--scheduler tcp://127.0.0.1:9: cannot connect" in _one_line(err)
@@ -351,3 +352,36 @@ def test_reliable_rows_agree_with_truth(tmp_path, capsys):
     assert ok.sum() >= 25
     assert np.all(err <= 4 * np.hypot(res.mcse_elpd_loo[ok], truth[ok, 2]) + 1e-3)
     shutil.rmtree(tmp_path / "rep")
+
+
+def test_reader_error_leaves_no_empty_report_folder(tmp_path, capsys):
+    """A CSV that looks like text but is malformed fails in the reader, after the report
+    folder was prepared: the folder the run created is removed again."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("lp__,alpha,beta.1\n1,2\n")
+    out = tmp_path / "new" / "rep"
+    rc, _, err = _run(capsys, *_evaluate(bad, out))
+    assert rc == 1 and "bad.csv" in _one_line(err)
+    assert not out.exists()
+
+
+def test_scheduler_passes_a_client(tmp_path, capsys, monkeypatch):
+    """--scheduler ADDRESS: refit_kwargs['executor'] is a dask Client of that scheduler."""
+    from loo_adapt.stan import refit
+
+    monkeypatch.setattr(refit, "refit_loo", _refit_loo_with_checkpoints)
+    distributed = pytest.importorskip("dask.distributed")
+    got = {}
+
+    def fake_loo(**kwargs):
+        client = kwargs["refit_kwargs"]["executor"]
+        got["address"] = client.scheduler.address
+        got["sum"] = client.submit(sum, [1, 2, 3]).result()
+        raise MemoryError()
+
+    monkeypatch.setattr(loo_adapt, "loo", fake_loo)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit",
+                                "--scheduler", cluster.scheduler_address))
+    assert got == {"address": cluster.scheduler_address, "sum": 6}

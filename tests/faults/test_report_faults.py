@@ -308,3 +308,21 @@ def test_fixture_report_agrees_with_the_truth_file(fixture_loo, tmp_path):
     assert ok.sum() >= 20
     err = np.abs(back.elpd_loo[ok] - truth[ok, 1])
     assert np.all(err <= 4 * np.hypot(back.mcse_elpd_loo[ok], truth[ok, 2]) + 1e-3)
+
+
+def test_results_written_by_the_previous_version_still_load(tmp_path):
+    """results.json from before every field was stored (NaN and inf both written as null):
+    null reads as NaN, the rest as written."""
+    old = {"khat_threshold": 0.7, "n_samples": 100,
+           "pointwise": {"elpd_loo": [-0.5, None], "p_loo": [0.1, 0.2], "lpd": [-0.4, -0.3],
+                         "mcse_elpd_loo": [0.01, None], "khat": [0.2, None],
+                         "khat_after": [0.2, None], "method": ["psis", "mixis"],
+                         "rho": [None, None], "loo_prob": [0.6, 0.3],
+                         "diagnostic": [None, 40.0], "reliable": [True, False],
+                         "r_eff": [1.0, 1.0], "y": [1.0, 0.0]},
+           "candidates": [{"i": 1, "transform": "ll", "rho": None, "khat": 0.9}]}
+    (tmp_path / "results.json").write_text(json.dumps(old))
+    back = load_results(tmp_path)
+    assert back.elpd_loo[0] == -0.5 and np.isnan(back.elpd_loo[1])
+    assert back.method.tolist() == ["psis", "mixis"] and back.reliable.tolist() == [True, False]
+    assert back.y.tolist() == [1.0, 0.0] and np.isnan(back.candidates[0]["rho"])
