@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from small_disk import small_disk  # noqa: F401 (a fixture)
 
 import loo_adapt
 from loo_adapt import cli
@@ -385,3 +386,13 @@ def test_scheduler_passes_a_client(tmp_path, capsys, monkeypatch):
         _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit",
                                 "--scheduler", cluster.scheduler_address))
     assert got == {"address": cluster.scheduler_address, "sum": 6}
+
+
+def test_full_disk_during_a_run(small_disk, capsys):  # noqa: F811 (the fixture)
+    """A real 64 kB disk: the figures do not fit. One line, exit 1, and nothing left over
+    (no staging folder, no lock, no empty report folder)."""
+    out = small_disk / "rep"
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out))
+    line = _one_line(err)
+    assert rc == 1 and "no space left on the device" in line
+    assert list(small_disk.iterdir()) == []

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from small_disk import small_disk  # noqa: F401 (a fixture)
 
 import loo_adapt
 from loo_adapt.evaluation import report
@@ -184,20 +185,7 @@ def test_enospc_while_writing_figures(fixture_loo, tmp_path, monkeypatch):
     assert len(calls) == 3 and _snapshot(tmp_path) == before
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a 64 kB tmpfs here ({proc.stderr.strip()}); the patched "
-                    "writer tests cover the same path")
-    yield disk
-    subprocess.run(["umount", str(disk)], check=True)
-
-
-def test_real_full_disk_keeps_the_old_report(fixture_loo, small_disk):
+def test_real_full_disk_keeps_the_old_report(fixture_loo, small_disk):  # noqa: F811
     save_report(fixture_loo, small_disk, name="old", figures=False, n_boot=50)
     before = _snapshot(small_disk)
     with pytest.raises(OSError) as info:  # the figures do not fit in 64 kB
