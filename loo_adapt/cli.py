@@ -473,11 +473,14 @@ def write_stan_csv(draws, out_dir, prefix: str, *, model: str, config: dict) -> 
 
 # --------------------------------------------------------------------------- commands
 def _refit_options(args, out: pathlib.Path, stack: contextlib.ExitStack) -> dict:
-    """refit_kwargs of `evaluate`: limits, the checkpoint folder and the executor."""
-    from loo_adapt.stan.refit import refit_loo
-
+    """refit_kwargs of `evaluate`: limits, then (with refits) the checkpoint folder and the
+    executor."""
     kwargs = {"progress": not args.quiet, "max_refits": args.max_refits,
               "max_seconds": args.max_seconds}
+    if "refit" not in (args.fallback or []):
+        return kwargs
+    from loo_adapt.stan.refit import refit_loo
+
     accepted = inspect.signature(refit_loo).parameters
     if args.resume:
         checkpoint = pathlib.Path(args.resume)
@@ -549,10 +552,7 @@ def cmd_evaluate(args) -> int:
 
             program = StanProgram(args.stan or FAMILIES[family], data, backend=args.backend)
         y = np.asarray(data["y"]) if "y" in data else None
-        refit_kwargs = {"progress": not args.quiet, "max_refits": args.max_refits,
-                        "max_seconds": args.max_seconds}
-        if "refit" in fallback:
-            refit_kwargs = _refit_options(args, out, stack)
+        refit_kwargs = _refit_options(args, out, stack)
         stages.next("LOO (PSIS + adaptation)")
         res = _loo_quietly(
             args.quiet, data=draws, model=model, transforms=tuple(args.transforms),
@@ -781,13 +781,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_SIGTERM = {"received": False}
+_SIGTERM = {"received": False, "pid": None}
 
 
 def _on_sigterm(signum, frame):
     """SIGTERM is answered as Ctrl-C is: through the SIGINT handler in force (a native
     sampler's own watcher stops it cleanly; a handler raising inside a native call would be
     lost), and remembered so that the exit code says "terminated"."""
+    if os.getpid() != _SIGTERM["pid"]:  # a forked worker: SIGTERM ends it, as by default
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     _SIGTERM["received"] = True
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):
@@ -800,7 +804,7 @@ def _on_sigterm(signum, frame):
 def _signals():
     """SIGTERM stops a command like Ctrl-C (refits stop their workers and keep what is
     finished), with exit code 143 (main thread only)."""
-    _SIGTERM["received"] = False
+    _SIGTERM.update(received=False, pid=os.getpid())
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread: leave signals alone
