@@ -190,8 +190,8 @@ def loo(
         if reff is not None:
             raise ValueError("give reff= or r_eff=, not both")
         reff = r_eff
-    if khat_threshold is not None and not 0.0 < float(khat_threshold) <= 1.0:
-        raise ValueError(f"khat_threshold must be in (0, 1], got {khat_threshold!r}")
+    _check_options(khat_threshold=khat_threshold, seed=seed, transforms=transforms,
+                   mixis_max_mcse=mixis_max_mcse, refit_kwargs=refit_kwargs)
     scale = _resolve_scale(scale)
     stages = plan_stages(
         estimator=estimator, model=model, program=program, mixis_draws=mixis_draws,
@@ -230,6 +230,38 @@ def _resolve_scale(scale):
     except Exception:  # arviz without that rcParam
         value = "log"
     return value if value in ("log", "negative_log", "deviance") else "log"
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def _check_options(*, khat_threshold, seed, transforms, mixis_max_mcse, refit_kwargs) -> None:
+    """One-line errors for options of the wrong type or range, before any work is done."""
+    if khat_threshold is not None and not (_is_number(khat_threshold)
+                                           and 0 < float(khat_threshold) <= 1):
+        raise ValueError(f"khat_threshold must be a number in (0, 1] (or None for the "
+                         f"default min(1 - 1/log10 S, 0.7)), got {khat_threshold!r}")
+    if seed is not None and not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an integer or None, got {seed!r}")
+    if isinstance(transforms, str):
+        raise TypeError(f"transforms must be a tuple of names, e.g. transforms=({transforms!r},)"
+                        f", got the string {transforms!r}")
+    if not (_is_number(mixis_max_mcse) and float(mixis_max_mcse) > 0):
+        raise ValueError(f"mixis_max_mcse must be a positive number, got {mixis_max_mcse!r}")
+    if refit_kwargs is not None and not isinstance(refit_kwargs, dict):
+        raise TypeError(f"refit_kwargs must be a dict, got {type(refit_kwargs).__name__}")
+    for key in ("max_seconds", "timeout"):
+        value = (refit_kwargs or {}).get(key)
+        if value is not None and not (_is_number(value) and float(value) > 0):
+            raise ValueError(f"refit_kwargs[{key!r}] must be a positive number of seconds, "
+                             f"got {value!r}")
+    value = (refit_kwargs or {}).get("max_refits")
+    if value is not None and not (isinstance(value, (int, np.integer)) and value >= 0
+                                  and not isinstance(value, bool)):
+        raise ValueError(f"refit_kwargs['max_refits'] must be a non-negative integer, "
+                         f"got {value!r}")
 
 
 def _check_y(y, n) -> np.ndarray:

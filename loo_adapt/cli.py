@@ -7,25 +7,40 @@
 Exit codes (for scripts):
 
 - 0: done, every observation has a reliable estimate (``demo``: done);
-- 1: bad input (missing file, malformed data, unknown variable, ...), message on stderr;
-- 2: usage error (unknown option or command, bad choice), from argparse;
-- 3: ``evaluate`` only: results written, but some observations are still unreliable (their
-  estimator's diagnostic is above its threshold: refit them, or rerun with
-  ``--fallback mixis refit``);
-- 130: interrupted.
+- 1: bad input (missing file, malformed data, unknown variable, ...) or an output that
+  cannot be written (``--out`` not writable, disk full, folder in use by another run),
+  one line on stderr naming the file or option and the fix;
+- 2: usage error (unknown option or command, bad choice, an option value of the wrong
+  type or range), from argparse;
+- 3: ``evaluate`` only: results written, but some observations are still unreliable or
+  unverified (their estimator's check failed: refit them, or rerun with
+  ``--fallback mixis refit``); the summary names the failed check per observation;
+- 4: the computation failed for a reason other than the input (a refit or backend error,
+  or out of memory), one line on stderr;
+- 130: interrupted (SIGINT, Ctrl-C); 143: terminated (SIGTERM).  Finished refits are kept
+  in the checkpoint folder named on stderr, and ``--resume DIR`` continues from them; the
+  report folder keeps its previous report (reports are written atomically).
+
+Every error is one line on stderr; ``LOO_ADAPT_DEBUG=1`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gzip
+import inspect
 import json
+import logging
 import os
 import pathlib
+import shutil
+import signal
 import sys
 import time
 import warnings
+from collections import Counter
 
 import numpy as np
 
@@ -33,7 +48,13 @@ from loo_adapt.io.csv import write_stan_csv  # the Stan CSV writer (also used by
 
 from .models import registry as _registry
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNRELIABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNRELIABLE, EXIT_FAILED = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+#: Folder (inside --out) where finished refits are saved as they complete, unless --resume.
+CHECKPOINT = ".loo-adapt-refits"
+#: Seconds to wait for a --scheduler to answer.
+SCHEDULER_TIMEOUT = 30
 
 #: command-line model family -> bundled Stan program (from `loo_adapt.models.registry`)
 FAMILIES = {e.family: e.program for e in _registry.REGISTRY.values()}
@@ -49,6 +70,29 @@ DEMO_SEED = 2021
 
 class InputError(Exception):
     """Bad input from the user: reported on stderr as one line, exit code 1."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same clean-up runs (exit code 143)."""
+
+
+# --------------------------------------------------------------------------- option types
+def _number_type(kind, test, what):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not test(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+    parse.__name__ = what
+    return parse
+
+
+_unit_interval = _number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
+_positive_float = _number_type(float, lambda v: 0 < v < float("inf"), "a positive number")
+_positive_int = _number_type(int, lambda v: v > 0, "a positive integer")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -94,12 +138,22 @@ def _parse_key_values(items, what: str) -> dict:
     return out
 
 
-def _load_json(path) -> dict:
+def _need_file(path, what: str) -> pathlib.Path:
     path = pathlib.Path(path)
+    if path.is_dir():
+        raise InputError(f"{what} {str(path)!r} is a folder; give the file itself")
     if not path.is_file():
-        raise InputError(f"data file {str(path)!r} does not exist")
+        raise InputError(f"{what} {str(path)!r} does not exist")
+    return path
+
+
+def _load_json(path) -> dict:
+    path = _need_file(path, "data file")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM is harmless here
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path} is not UTF-8 text (byte {err.start}); save the Stan data "
+                         "JSON as UTF-8") from None
     except json.JSONDecodeError as err:
         raise InputError(f"{path} is not valid JSON: {err}") from None
     if not isinstance(data, dict):
@@ -111,24 +165,103 @@ def _load_json(path) -> dict:
 def _read_xy_csv(path) -> tuple[np.ndarray, np.ndarray]:
     """A CSV (optionally .gz) with y in the first column and X in the rest; a header row
     (any non-numeric first line) is skipped."""
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise InputError(f"data file {str(path)!r} does not exist")
+    path = _need_file(path, "data file")
+    _check_text_file(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as fh:
-        first = fh.readline()
     try:
-        [float(v) for v in first.strip().split(",")]
-        skip = 0
-    except ValueError:
-        skip = 1
-    try:
-        table = np.loadtxt(path, delimiter=",", skiprows=skip, dtype=np.float64, ndmin=2)
+        with opener(path, "rt", encoding="utf-8-sig") as fh:
+            first = fh.readline()
+        try:
+            [float(v) for v in first.strip().split(",")]
+            skip = 0
+        except ValueError:
+            skip = 1
+        with opener(path, "rt", encoding="utf-8-sig") as fh:
+            table = np.loadtxt(fh, delimiter=",", skiprows=skip, dtype=np.float64, ndmin=2)
+    except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as err:
+        raise InputError(f"{path}: cannot read it as {'gzipped ' * (opener is gzip.open)}"
+                         f"UTF-8 text ({err}); save it as a plain UTF-8 CSV") from None
     except ValueError as err:
         raise InputError(f"{path}: cannot read a numeric table ({err})") from None
     if table.shape[1] < 2:
         raise InputError(f"{path} needs the outcome y and at least one predictor column")
     return table[:, 1:], table[:, 0]
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+
+
+def _check_text_file(path) -> None:
+    """One-line errors for a file that cannot be a text CSV: checked before any parser.
+
+    A file named .gz that is not gzip-compressed (or is truncated), binary content, a UTF-8
+    byte-order mark (CmdStan never writes one) and data lines that are not UTF-8 (comment
+    lines, starting with '#', may hold any bytes).
+    """
+    path = pathlib.Path(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+        if path.suffix == ".gz" and head != _GZIP_MAGIC:
+            raise InputError(f"{path} is named .gz but is not gzip-compressed; rename it "
+                             "without .gz (or compress it with gzip)")
+        opener = gzip.open if head == _GZIP_MAGIC else open
+        with opener(path, "rb") as fh:
+            chunk = fh.read(1 << 16)
+    except (EOFError, gzip.BadGzipFile, OSError) as err:
+        raise InputError(f"{path}: cannot read it ({err}); is it a complete file?") from None
+    if chunk.startswith(_BOM):
+        raise InputError(f"{path} starts with a UTF-8 byte-order mark (BOM); save it without "
+                         "one (e.g. in a text editor: encoding 'UTF-8', not 'UTF-8 with BOM')")
+    if b"\x00" in chunk:
+        raise InputError(f"{path} is binary, not a text CSV; pass the CSV files CmdStan "
+                         "wrote (one per chain)")
+    lines = chunk.split(b"\n")
+    if len(chunk) == 1 << 16:
+        lines = lines[:-1]  # the last line may be cut in the middle of a character
+    for number, line in enumerate(lines, start=1):
+        if line.lstrip().startswith(b"#"):
+            continue
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{path} line {number} is not UTF-8 text (byte {err.start}); "
+                             "pass the CSV files CmdStan wrote, or save it as UTF-8") from None
+
+
+def _check_csv_inputs(paths) -> None:
+    """Every Stan CSV named on the command line exists and is a text CSV."""
+    from loo_adapt.io.readers import _expand_paths
+
+    for path in _expand_paths(list(paths)):
+        _check_text_file(path)
+
+
+def _prepare_out(path, stack: contextlib.ExitStack | None = None) -> pathlib.Path:
+    """The report folder, created (or checked writable) before any work is done.
+
+    With ``stack``, a folder created here is removed again if the command fails while it
+    is still empty (a failed run leaves no empty folder behind)."""
+    out = pathlib.Path(path)
+    if stack is not None and not out.exists():
+        stack.push(lambda *exc: _remove_if_empty(out) if exc[0] is not None else None)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {str(out)!r} is a file; give a folder for the report")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".loo-adapt-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise InputError(f"--out {str(out)!r}: cannot write there ({err.strerror}); choose a "
+                         "writable folder") from None
+    return out
+
+
+def _remove_if_empty(folder: pathlib.Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only succeeds when empty
 
 
 def _prepare_fit_data(args) -> dict:
@@ -179,6 +312,7 @@ class _Stages:
     def __init__(self, stages, quiet: bool):
         self.quiet = quiet
         self.bar = None
+        self.labels = [stages[0]]  # every label shown, in order
         if not quiet:
             from tqdm.auto import tqdm
 
@@ -187,6 +321,8 @@ class _Stages:
                                        "[{elapsed}]", leave=False)
 
     def next(self, desc=None):
+        if desc:
+            self.labels.append(desc)
         if self.bar is not None:
             self.bar.update(1)
             if desc:
@@ -228,26 +364,84 @@ def _loo_quietly(quiet, **kw):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = loo(**kw)
-    for w in caught:
-        if not quiet and "are unreliable" not in str(w.message):
-            # the summary lists unreliable observations; other warnings are news
-            print(f"warning: {w.message}", file=sys.stderr)
+    if not quiet:
+        _print_warnings(str(w.message) for w in caught)
     return res
 
 
+def _print_warnings(messages) -> None:
+    """Each distinct warning once, with its count; loo()'s closing "no verified estimate"
+    warning is left out (the summary lists those observations with the reason of each)."""
+    counts = Counter(m for m in messages if "have no verified estimate" not in m)
+    for message, count in counts.items():
+        times = f" ({count} times)" if count > 1 else ""
+        print(f"warning{times}: {message}", file=sys.stderr)
+
+
 # --------------------------------------------------------------------------- commands
+def _refit_options(args, out: pathlib.Path, stack: contextlib.ExitStack) -> dict:
+    """refit_kwargs of `evaluate`: limits, then (with refits) the checkpoint folder and the
+    executor."""
+    kwargs = {"progress": not args.quiet, "max_refits": args.max_refits,
+              "max_seconds": args.max_seconds}
+    if "refit" not in (args.fallback or []):
+        return kwargs
+    from loo_adapt.stan.refit import refit_loo
+
+    accepted = inspect.signature(refit_loo).parameters
+    if args.resume:
+        checkpoint = pathlib.Path(args.resume)
+        if not checkpoint.is_dir():
+            raise InputError(f"--resume {str(checkpoint)!r} is not a folder; give the "
+                             "checkpoint folder an interrupted run named")
+    else:
+        checkpoint = out / CHECKPOINT
+        shutil.rmtree(checkpoint, ignore_errors=True)  # a previous run's, not resumed
+    if "checkpoint" in accepted:
+        kwargs["checkpoint"] = str(checkpoint)
+        args.checkpoint = checkpoint
+    elif args.resume:
+        raise InputError("--resume: this installation's refits keep no checkpoints; "
+                         "update loo-adapt")
+    if args.scheduler:
+        if "executor" not in accepted:
+            raise InputError("--scheduler: this installation's refits take no executor; "
+                             "update loo-adapt")
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise InputError("--scheduler needs dask.distributed: pip install "
+                             "'dask[distributed]'") from None
+        try:
+            client = Client(args.scheduler, timeout=SCHEDULER_TIMEOUT)
+        except (OSError, TimeoutError, ValueError) as err:
+            raise InputError(f"--scheduler {args.scheduler}: cannot connect ({err}); start "
+                             "the scheduler or drop --scheduler") from None
+        stack.callback(client.close)
+        kwargs["executor"] = client
+    return kwargs
+
+
 def cmd_evaluate(args) -> int:
     from loo_adapt import read_csv
     from loo_adapt.estimators.adaptive import SELECTIONS
-    from loo_adapt.evaluation.report import save_report
+    from loo_adapt.evaluation.report import report_lock, save_report
 
     family = _family(args.model)
     data = _load_json(args.data)
     names = _parse_names(args.names, family)
     if args.selection not in SELECTIONS:  # argparse choices cover this; kept for main([...])
         raise InputError(f"--selection must be one of {SELECTIONS}")
+    if (args.resume or args.scheduler) and "refit" not in (args.fallback or []):
+        raise InputError("--resume and --scheduler apply to refits: add --fallback refit")
+    _check_csv_inputs(args.csv)
+    if args.mixis_csv:
+        _check_csv_inputs(args.mixis_csv)
     stages = _Stages(["reading draws", "LOO", "report"], args.quiet)
-    try:
+    with contextlib.ExitStack() as stack:
+        out = _prepare_out(args.out, stack)
+        stack.callback(stages.close)
+        stack.enter_context(report_lock(out))  # a second run into this folder is refused
         draws = read_csv(args.csv)
         model = None
         if args.method == "psis" and not args.no_adapt:
@@ -265,21 +459,19 @@ def cmd_evaluate(args) -> int:
 
             program = StanProgram(args.stan or FAMILIES[family], data, backend=args.backend)
         y = np.asarray(data["y"]) if "y" in data else None
+        refit_kwargs = _refit_options(args, out, stack)
         stages.next("LOO (PSIS + adaptation)")
-        refit_kwargs = {"progress": not args.quiet, "max_refits": args.max_refits,
-                        "max_seconds": args.max_seconds}
         res = _loo_quietly(
             args.quiet, data=draws, model=model, transforms=tuple(args.transforms),
             selection=args.selection, khat_threshold=args.threshold, seed=args.seed,
-            method=args.method, program=program, fallback=tuple(fallback),
+            estimator="mixis" if args.method == "mixis" else "auto", program=program,
+            fallback=tuple(fallback),
             mixis_draws=mixis_draws, refit_kwargs=refit_kwargs,
             y=y if model is None else None,
         )
         stages.next("writing report")
-        files = save_report(res, args.out, name=f"loo-adapt evaluate ({args.model})")
+        files = save_report(res, out, name=f"loo-adapt evaluate ({args.model})")
         stages.next()
-    finally:
-        stages.close()
     _print_result(args, res, args.out, files)
     return _exit_for(res)
 
@@ -290,21 +482,20 @@ def cmd_fit(args) -> int:
     family = _family(args.model)
     name = FAMILIES[family]
     data = _prepare_fit_data(args)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _prepare_out(args.out)
     (out / "data.json").write_text(json.dumps(stan._jsonable(data)))
     kw = dict(backend=args.backend, chains=args.chains, draws=args.draws, warmup=args.warmup,
               seed=args.seed, adapt_delta=args.adapt_delta)
     backend = stan.select_backend(args.backend)
     stages = _Stages([f"{backend} NUTS fit of {name}"]
-                     + (["mixture (MixIS) fit"] if args.mixis else []), args.quiet)
+                     + ([f"{backend} mixture (MixIS) fit"] if args.mixis else []), args.quiet)
     t0 = time.perf_counter()
     try:
         draws = stan.fit(name, data, **kw)
         config = {"warmup": args.warmup, "seed": args.seed,
                   "adapt_delta": args.adapt_delta or 0.8}
         files = write_stan_csv(draws, out, name, model=name, config=config)
-        stages.next("mixture (MixIS) fit")
+        stages.next(f"{backend} mixture (MixIS) fit" if args.mixis else None)
         mix_files = []
         if args.mixis:
             mix = stan.fit(name, data, mixis=True, **{**kw, "seed": args.seed + 1})
@@ -335,6 +526,7 @@ def cmd_demo(args) -> int:
     from .datasets import load_ovarian
     from .models.bundled import model_for
 
+    _prepare_out(args.out)
     settings = dict(DEMO_QUICK if args.quick else DEMO_FULL)
     if args.chains:
         settings["chains"] = args.chains
@@ -399,13 +591,16 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true",
                         help="print nothing but errors (no progress bars, no summary)")
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="also show the Stan backend's INFO logging (cmdstanpy)")
 
     parser = argparse.ArgumentParser(
         prog="loo-adapt",
         description="Leave-one-out cross-validation for Stan models: PSIS, adaptive "
                     "importance sampling, mixture IS and refits.",
-        epilog="Exit codes: 0 ok; 1 bad input; 2 usage error; 3 (evaluate) results written "
-               "but some observations are still unreliable.",
+        epilog="Exit codes: 0 ok; 1 bad input or unwritable output; 2 usage error; 3 "
+               "(evaluate) results written but some observations are still unreliable; 4 "
+               "the computation failed; 130 interrupted; 143 terminated.",
     )
     parser.add_argument("--version", action="version", version=f"loo-adapt {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{evaluate,fit,demo}")
@@ -437,13 +632,20 @@ def build_parser() -> argparse.ArgumentParser:
                                    "MixIS fits); default: the bundled program")
     ev.add_argument("--backend", default="auto", choices=("auto", "cmdstan", "stanli",
                                                            "pystan"))
-    ev.add_argument("--threshold", type=float, help="k-hat threshold "
-                                                    "(default min(1 - 1/log10 S, 0.7))")
+    ev.add_argument("--threshold", type=_unit_interval,
+                    help="k-hat threshold in (0, 1] (default min(1 - 1/log10 S, 0.7))")
     ev.add_argument("--prior-sd", type=float, help="prior sd when the data JSON lacks prior_sd")
     ev.add_argument("--scale-icept", type=float,
                     help="intercept prior sd when the data JSON lacks scale_icept")
-    ev.add_argument("--max-refits", type=int, help="refit at most this many observations")
-    ev.add_argument("--max-seconds", type=float, help="time budget of the refits")
+    ev.add_argument("--max-refits", type=_positive_int,
+                    help="refit at most this many observations")
+    ev.add_argument("--max-seconds", type=_positive_float, help="time budget of the refits")
+    ev.add_argument("--resume", metavar="DIR",
+                    help="continue the refits of an interrupted run from its checkpoint "
+                         f"folder (OUT/{CHECKPOINT} unless given)")
+    ev.add_argument("--scheduler", metavar="ADDRESS",
+                    help="run the refits on a dask.distributed scheduler (e.g. "
+                         "tcp://host:8786)")
     ev.add_argument("--seed", type=int, default=1)
     ev.set_defaults(func=cmd_evaluate)
 
@@ -454,11 +656,11 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--data", required=True,
                     help="CSV (first column y, the rest X; header optional) or JSON with X, y")
     ft.add_argument("--out", required=True, help="output directory")
-    ft.add_argument("--chains", type=int, default=4)
-    ft.add_argument("--draws", type=int, default=1000)
+    ft.add_argument("--chains", type=_positive_int, default=4)
+    ft.add_argument("--draws", type=_positive_int, default=1000)
     ft.add_argument("--warmup", type=int, default=1000)
     ft.add_argument("--seed", type=int, default=1)
-    ft.add_argument("--adapt-delta", type=float, default=None)
+    ft.add_argument("--adapt-delta", type=_unit_interval, default=None)
     ft.add_argument("--backend", default="auto", choices=("auto", "cmdstan", "stanli",
                                                            "pystan"))
     ft.add_argument("--mixis", action="store_true",
@@ -481,36 +683,155 @@ def build_parser() -> argparse.ArgumentParser:
                          f"{DEMO_FULL['chains']} x {DEMO_FULL['draws']})")
     dm.add_argument("--backend", default="auto", choices=("auto", "cmdstan", "stanli",
                                                            "pystan"))
-    dm.add_argument("--chains", type=int)
-    dm.add_argument("--draws", type=int)
+    dm.add_argument("--chains", type=_positive_int)
+    dm.add_argument("--draws", type=_positive_int)
     dm.set_defaults(func=cmd_demo)
     return parser
 
 
+_SIGTERM = {"received": False, "pid": None}
+
+
+def _on_sigterm(signum, frame):
+    """SIGTERM is answered as Ctrl-C is: through the SIGINT handler in force (a native
+    sampler's own watcher stops it cleanly; a handler raising inside a native call would be
+    lost), and remembered so that the exit code says "terminated"."""
+    if os.getpid() != _SIGTERM["pid"]:  # a forked worker: SIGTERM ends it, as by default
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    _SIGTERM["received"] = True
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise Terminated()
+
+
+@contextlib.contextmanager
+def _signals():
+    """SIGTERM stops a command like Ctrl-C (refits stop their workers and keep what is
+    finished), with exit code 143 (main thread only)."""
+    _SIGTERM.update(received=False, pid=os.getpid())
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _quiet_backends(verbose: bool):
+    """cmdstanpy's per-chain INFO lines only with --verbose."""
+    logger = logging.getLogger("cmdstanpy")
+    level = logger.level
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _from_refit(err: BaseException) -> bool:
+    """True if the error was raised inside the refit machinery (not an input problem)."""
+    tb = err.__traceback__
+    while tb is not None:
+        path = pathlib.Path(tb.tb_frame.f_code.co_filename)
+        if path.parent.name == "stan" and path.name in ("refit.py", "pool.py"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _os_error_message(err: OSError) -> str:
+    where = f" {err.filename}" if err.filename else ""
+    if err.errno == errno.ENOSPC:
+        return (f"no space left on the device writing{where or ' the output'}; free space or "
+                "choose another --out (a previous report there is unchanged)")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write{where} ({err.strerror}); choose a writable --out"
+    return f"{err.strerror or err}{':' + where if where else ''}"
+
+
+def _interrupted_message(args, terminated: bool) -> str:
+    what = "terminated" if terminated else "interrupted"
+    checkpoint = getattr(args, "checkpoint", None)
+    if checkpoint is not None and pathlib.Path(checkpoint).is_dir():
+        return (f"{what}; finished refits are saved in {checkpoint}: rerun the same command "
+                f"with --resume {checkpoint} to continue")
+    return f"{what}; no report was written (a previous report in --out is unchanged)"
+
+
 def main(argv=None) -> int:
-    """Run the tool; returns the exit code (the console script exits with it)."""
+    """Run the tool; returns the exit code (the console script exits with it).
+
+    Parameters
+    ----------
+    argv : the arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code: see the module docstring.
+
+    Examples
+    --------
+    >>> main(["--version"])  # doctest: +ELLIPSIS
+    loo-adapt ...
+    0
+    """
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version (0) and usage errors (2)
         return int(exc.code or 0)
+    prefix = f"loo-adapt {args.command}: error:"
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(_signals())
+            stack.enter_context(_quiet_backends(args.verbose))
             if args.quiet:
                 devnull = stack.enter_context(open(os.devnull, "w"))
                 stack.enter_context(contextlib.redirect_stdout(devnull))
             return args.func(args)
-    except KeyboardInterrupt:
-        print("loo-adapt: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except (InputError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
-            ValueError, TypeError, KeyError, IndexError, RuntimeError,
-            NotImplementedError) as err:
+    except KeyboardInterrupt as err:
+        terminated = isinstance(err, Terminated) or _SIGTERM["received"]
+        print(f"loo-adapt {args.command}: {_interrupted_message(args, terminated)}",
+              file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    except Exception as err:
         if os.environ.get("LOO_ADAPT_DEBUG"):
             raise
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"loo-adapt {args.command}: error: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        code, message = _classify(err)
+        print(f"{prefix} {message}", file=sys.stderr)
+        return code
+
+
+def _classify(err: Exception) -> tuple[int, str]:
+    """(exit code, one-line message) for an error that ended a command."""
+    from loo_adapt.evaluation.report import ReportBusyError
+
+    text = " ".join(str(err.args[0] if isinstance(err, KeyError) and err.args else err)
+                    .split())
+    if isinstance(err, MemoryError):
+        return EXIT_FAILED, ("out of memory computing LOO; for a large log_lik use the Dask "
+                             "path, loo_adapt.loo(dask_array), which works in chunks of "
+                             "observations")
+    if _from_refit(err):
+        return EXIT_FAILED, (f"the refits failed ({type(err).__name__}: {text}); the inputs "
+                             "were read fine")
+    if isinstance(err, (InputError, ReportBusyError, FileNotFoundError, NotADirectoryError,
+                        IsADirectoryError, ValueError, TypeError, KeyError, IndexError,
+                        RuntimeError, NotImplementedError)):
+        return EXIT_BAD_INPUT, text
+    if isinstance(err, OSError):
+        return EXIT_BAD_INPUT, _os_error_message(err)
+    return EXIT_FAILED, (f"{type(err).__name__}: {text} (rerun with LOO_ADAPT_DEBUG=1 for "
+                         "the traceback and report it)")
 
 
 if __name__ == "__main__":

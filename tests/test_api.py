@@ -116,7 +116,7 @@ def test_fallback_errors():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             loo_adapt.loo(posterior, fallback="refit",
-                          khat_threshold=1e-9)
+                          khat_threshold=1e-9)  # every k-hat above: refits needed
     with pytest.raises(ValueError, match="method"):
         loo_adapt.loo(posterior, method="exact")
     with pytest.raises(ValueError, match="model"):

@@ -10,9 +10,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import datetime
+import hashlib
 import json
 import math
+import os
 import pathlib
+import shutil
+import uuid
 from collections.abc import Mapping
 
 import numpy as np
@@ -30,7 +37,8 @@ POINTWISE_FIELDS = ("elpd_loo", "p_loo", "lpd", "mcse_elpd_loo", "khat", "khat_a
                     "method", "rho", "loo_prob", "diagnostic", "reliable", "r_eff")
 
 __all__ = ["format_summary", "format_pointwise", "khat_counts", "save_report",
-           "load_results", "as_pointwise", "POINTWISE_FIELDS"]
+           "load_results", "as_pointwise", "observation_label", "unreliable_reasons",
+           "results_dict", "POINTWISE_FIELDS"]
 
 
 # --------------------------------------------------------------------------- inputs
@@ -142,21 +150,94 @@ def format_summary(result, scale: str = "log") -> str:
         ok = int(np.sum(result.reliable[sel]))
         parts.append(f"{names[j]} {counts[j]}" + ("" if ok == counts[j] else f" ({ok} reliable)"))
     lines.append("Estimator per observation: " + ", ".join(parts))
-    bad = np.flatnonzero(result.unreliable)
-    if bad.size:
-        shown = ", ".join(_bad_item(result, i) for i in bad[:20])
-        more = "" if bad.size <= 20 else f", ... ({bad.size} in all)"
-        lines.append(f"Still unreliable ({bad.size}), refit these observations: {shown}{more}")
-    else:
-        lines.append("Every observation has a reliable estimate.")
+    lines.extend(_unreliable_lines(result))
     return "\n".join(lines)
 
 
-def _bad_item(result: PointwiseLoo, i: int) -> str:
-    m = str(result.method[i])
-    if m in NO_KHAT or not np.isfinite(result.khat_after[i]):
-        return f"{i} ({m}, MCSE={result.mcse_elpd_loo[i]:.2f})"
-    return f"{i} ({m}, k={result.khat_after[i]:.2f})"
+def observation_label(i: int, var_name: str = "log_lik") -> str:
+    """Observation ``i`` (0-based, as in Python) with Stan's 1-based index beside it.
+
+    Parameters
+    ----------
+    i : 0-based observation index.
+    var_name : the Stan variable of the pointwise log-likelihood.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> observation_label(3)
+    'observation 3 (Stan log_lik[4])'
+    """
+    return f"observation {int(i)} (Stan {var_name}[{int(i) + 1}])"
+
+
+def unreliable_reasons(result) -> dict[int, str]:
+    """Why each unreliable observation is not shown reliable, keyed by 0-based index.
+
+    The estimator's own failed check: its k-hat above the threshold (importance sampling),
+    its MCSE and ESS (MixIS), or the reason a refit or check recorded (a ``reason`` field
+    of the result, when present, takes precedence).
+
+    Parameters
+    ----------
+    result : a `PointwiseLoo` or the ELPDData from `loo_adapt.loo`.
+
+    Returns
+    -------
+    dict
+        {i: reason} for every unreliable observation, in index order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from loo_adapt.result import PointwiseLoo
+    >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, 0.9]), 0.7, 100, 1.0)
+    >>> unreliable_reasons(res)
+    {1: 'psis: k-hat 0.90 > 0.70'}
+    """
+    res = as_pointwise(result)
+    recorded = getattr(res, "reason", None)
+    thr = float(res.khat_threshold)
+    out = {}
+    for i in np.flatnonzero(res.unreliable):
+        m = str(res.method[i])
+        given = None if recorded is None else recorded[i]
+        if isinstance(given, str) and given:
+            out[int(i)] = f"{m}: {given}"
+            continue
+        k = float(res.khat_after[i])
+        if m not in NO_KHAT and np.isfinite(k):
+            out[int(i)] = f"{m}: k-hat {k:.2f} > {thr:.2f}"
+        elif m not in NO_KHAT and np.isnan(k):
+            out[int(i)] = f"{m}: no k-hat (the Pareto fit failed)"
+        elif m not in NO_KHAT:
+            out[int(i)] = f"{m}: k-hat {k} > {thr:.2f}"
+        else:
+            ess = float(res.diagnostic[i])
+            mcse = float(res.mcse_elpd_loo[i])
+            what = "not verified" if m == "refit" else "MCSE above the accepted bound"
+            ess_txt = f", ESS {ess:.1f}" if np.isfinite(ess) else ""
+            out[int(i)] = f"{m}: {what} (MCSE {mcse:.2f}{ess_txt})"
+    return out
+
+
+def _unreliable_lines(result: PointwiseLoo, shown: int = 20) -> list[str]:
+    reasons = unreliable_reasons(result)
+    if not reasons:
+        return ["Every observation has a reliable estimate."]
+    n = len(reasons)
+    lines = [f"Still unreliable: {n} observation{'s' if n > 1 else ''} (0-based index, "
+             "Stan's 1-based log_lik index beside it), with the failed check:"]
+    for i, why in list(reasons.items())[:shown]:
+        lines.append(f"  {i:>5d}  log_lik[{i + 1}]  {why}")
+    if n > shown:
+        lines.append(f"  ... ({n} in all; every one in the pointwise table)")
+    lines.append("Estimate them with fallback=('mixis', 'refit') (CLI: --fallback mixis "
+                 "refit) or refit them.")
+    return lines
 
 
 def format_pointwise(result) -> str:
@@ -192,35 +273,101 @@ def format_pointwise(result) -> str:
 
 
 # --------------------------------------------------------------------------- JSON
+#: How results.json writes values JSON cannot hold (stated in the file as "encoding").
+ENCODING = ("floats: NaN, +inf and -inf are the strings 'NaN', 'Infinity', '-Infinity' in "
+            "numeric lists (their dtype is in 'dtypes'), and {'$float': ...} elsewhere; "
+            "tuples are {'$tuple': [...]}; arrays other than per-observation ones are "
+            "{'$ndarray': {'dtype', 'shape', 'values'}}")
+
+_NON_FINITE = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}
+
+
+def _float_text(v: float) -> str:
+    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+
+
+def _plain_list(values: np.ndarray) -> list:
+    """A 1-D array as a JSON list: numbers, strings, booleans; non-finite floats as text."""
+    if values.dtype.kind == "f":
+        return [float(v) if math.isfinite(v) else _float_text(float(v)) for v in values]
+    if values.dtype.kind == "c":
+        raise TypeError("complex arrays cannot be stored in results.json")
+    return [_encode(v) for v in values.tolist()]
+
+
+def _encode(value, where: str = "value"):
+    """Exact JSON form of a value (see `ENCODING`); raises TypeError for other types."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return v if math.isfinite(v) else {"$float": _float_text(v)}
+    if isinstance(value, np.ndarray):
+        return {"$ndarray": {"dtype": value.dtype.str if value.dtype.kind != "O" else "object",
+                             "shape": list(value.shape),
+                             "values": _plain_list(value.reshape(-1))}}
+    if isinstance(value, tuple):
+        return {"$tuple": [_encode(v, where) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, where) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _encode(v, where) for k, v in value.items()}
+    raise TypeError(f"{where} of type {type(value).__name__} cannot be stored in results.json; "
+                    "store plain numbers, strings, lists, dicts or numpy arrays")
+
+
+def _decode(value):
+    """Inverse of `_encode`."""
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"$float"}:
+            return float(_NON_FINITE[value["$float"]])
+        if set(value) == {"$tuple"}:
+            return tuple(_decode(v) for v in value["$tuple"])
+        if set(value) == {"$ndarray"}:
+            spec = value["$ndarray"]
+            return _array(spec["values"], spec["dtype"]).reshape(spec["shape"])
+        return {k: _decode(v) for k, v in value.items()}
+    return value
+
+
+def _array(values: list, dtype: str) -> np.ndarray:
+    if dtype == "object":
+        out = np.empty(len(values), dtype=object)
+        out[:] = [_decode(v) for v in values]
+        return out
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return np.array([_NON_FINITE[v] if isinstance(v, str) else np.nan if v is None else v
+                         for v in values], dtype=dt)
+    return np.array(values, dtype=dt)
+
+
 def _json_safe(value):
-    """Plain Python containers for json: NaN and +-inf become null (JSON has neither)."""
+    """Plain JSON for the summaries (estimates, metrics): non-finite floats as strings."""
     if isinstance(value, Mapping):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     if isinstance(value, np.ndarray):
         return _json_safe(value.tolist())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        return v if math.isfinite(v) else None
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
+    if isinstance(value, (float, np.floating)) and not math.isfinite(float(value)):
+        return _float_text(float(value))
+    return _encode(value)
 
 
 def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
-    import arviz
-
     from loo_adapt import __version__
 
-    out = {"loo_adapt": __version__, "arviz": arviz.__version__, "numpy": np.__version__}
-    for dist in ("scipy", "matplotlib"):
+    out = {"loo_adapt": __version__, "numpy": np.__version__}
+    for dist in ("arviz", "scipy", "matplotlib"):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:
@@ -228,58 +375,116 @@ def _versions() -> dict:
     return out
 
 
+def _split_fields(res: PointwiseLoo) -> tuple[dict, dict, dict]:
+    """Every dataclass field of the result: (per-observation lists, their dtypes, the rest)."""
+    pointwise, dtypes, rest = {}, {}, {}
+    for f in dataclasses.fields(res):
+        value = getattr(res, f.name)
+        if isinstance(value, np.ndarray) and value.ndim == 1 and len(value) == res.n_obs:
+            pointwise[f.name] = _plain_list(value)
+            dtypes[f.name] = "object" if value.dtype.kind == "O" else value.dtype.str
+        else:
+            rest[f.name] = _encode(value, where=f"PointwiseLoo.{f.name}")
+    return pointwise, dtypes, rest
+
+
 def results_dict(result, *, scale: str | None = None, name: str = "loo") -> dict:
-    """The content of results.json (before NaN -> null)."""
+    """The content of results.json: summaries, then every field of the `PointwiseLoo`.
+
+    Parameters
+    ----------
+    result : the ELPDData from `loo_adapt.loo` or a `PointwiseLoo`.
+    scale : "log", "negative_log" or "deviance"; default the result's own.
+    name : label stored as "name".
+
+    Returns
+    -------
+    dict
+        JSON-ready (no NaN or inf: see `ENCODING`); :func:`load_results` reads it back.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from loo_adapt.result import PointwiseLoo
+    >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, np.inf]), 0.7, 100, 1.0)
+    >>> results_dict(res)["pointwise"]["khat"]
+    [0.2, 'Infinity']
+    """
     res = as_pointwise(result)
     scale = _scale_of(result, scale)
-    pointwise = {f: np.asarray(getattr(res, f)).tolist() for f in POINTWISE_FIELDS}
-    pointwise["method"] = [str(m) for m in res.method]
-    pointwise["reliable"] = [bool(r) for r in res.reliable]
-    pointwise["y"] = None if res.y is None else np.asarray(res.y, dtype=float).tolist()
+    pointwise, dtypes, rest = _split_fields(res)
     return {
         "name": name,
         "scale": scale,
+        "encoding": ENCODING,
         "n_obs": res.n_obs,
         "n_samples": int(res.n_samples),
         "khat_threshold": float(res.khat_threshold),
-        "estimates": res.estimates(),
+        "estimates": _json_safe(res.estimates()),
         "n_unreliable": int(np.sum(res.unreliable)),
         "unreliable": np.flatnonzero(res.unreliable).tolist(),
+        "reasons": {str(i): r for i, r in unreliable_reasons(res).items()},
         "khat_counts_before": khat_counts(res.khat, res.khat_threshold).tolist(),
         "pointwise": pointwise,
-        "candidates": [dict(c) for c in res.candidates],
+        "dtypes": dtypes,
+        "fields": rest,
+        "candidates": rest.get("candidates", []),
         "versions": _versions(),
     }
 
 
 def load_results(path) -> PointwiseLoo:
-    """A `PointwiseLoo` from a results.json written by :func:`save_report` (null -> NaN)."""
+    """The `PointwiseLoo` stored in a results.json by :func:`save_report`, field for field.
+
+    Parameters
+    ----------
+    path : the results.json file or the report directory holding it.
+
+    Returns
+    -------
+    PointwiseLoo
+        Equal to the saved one in every field (+-inf, NaN, strings, booleans, candidates,
+        ``mcse_total``); fields missing from older files take their defaults.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> from loo_adapt.result import PointwiseLoo
+    >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, np.inf]), 0.7, 100, 1.0)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = save_report(res, d, figures=False)
+    ...     load_results(d).khat
+    array([0.2, inf])
+    """
     path = pathlib.Path(path)
     if path.is_dir():
         path = path / "results.json"
     if not path.is_file():
         raise FileNotFoundError(f"no results file {str(path)!r}")
-    data = json.loads(path.read_text())
     try:
+        data = json.loads(path.read_text(encoding="utf-8"))
         pw = data["pointwise"]
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not readable JSON ({err}); was it written completely?"
+                         ) from None
     except (KeyError, TypeError):
         raise ValueError(f"{path} is not a loo_adapt results.json (no 'pointwise')") from None
-
-    def arr(key):
-        return np.array([np.nan if v is None else v for v in pw[key]], dtype=float)
-
-    candidates = [{k: (np.nan if v is None else v) for k, v in c.items()}
-                  for c in data.get("candidates", [])]
-    return PointwiseLoo(
-        elpd_loo=arr("elpd_loo"), p_loo=arr("p_loo"), lpd=arr("lpd"),
-        mcse_elpd_loo=arr("mcse_elpd_loo"), khat=arr("khat"),
-        khat_threshold=float(data["khat_threshold"]), n_samples=int(data["n_samples"]),
-        r_eff=arr("r_eff"), khat_after=arr("khat_after"),
-        method=np.array(pw["method"], dtype=object), rho=arr("rho"),
-        loo_prob=arr("loo_prob"), y=None if pw.get("y") is None else arr("y"),
-        diagnostic=arr("diagnostic"), candidates=candidates,
-        reliable=np.array(pw["reliable"], dtype=bool),
-    )
+    dtypes, rest = data.get("dtypes"), data.get("fields")
+    if dtypes is None:  # written before every field was stored: null meant NaN
+        dtypes = {k: ("object" if k == "method" else "|b1" if k == "reliable" else "<f8")
+                  for k in pw if pw[k] is not None}
+        rest = {"khat_threshold": data["khat_threshold"], "n_samples": data["n_samples"],
+                "candidates": [{k: (np.nan if v is None else v) for k, v in c.items()}
+                               for c in data.get("candidates", [])]}
+    kwargs = {}
+    for f in dataclasses.fields(PointwiseLoo):
+        if not f.init:
+            continue
+        if f.name in dtypes and pw.get(f.name) is not None:
+            kwargs[f.name] = _array(pw[f.name], dtypes[f.name])
+        elif f.name in rest:
+            kwargs[f.name] = _decode(rest[f.name])
+    return PointwiseLoo(**kwargs)
 
 
 # --------------------------------------------------------------------------- report
@@ -327,62 +532,247 @@ def save_report(result, out_dir, *, y=None, probs=None, name: str = "loo",
     figures : write the PNG figures (matplotlib, Agg backend).
     n_boot, seed : Bayesian-bootstrap replicates and seed of metrics.json.
 
-    Files: ``summary.txt`` (summary + pointwise table), ``results.json`` (estimates with
-    SE, every pointwise array, the candidates, k-hat threshold, versions; NaN as null),
-    ``khat.png``, ``khat_hist.png``, ``khat_candidates.png`` (when candidates exist), and
-    when y and LOO probabilities are known ``metrics.json`` (`metrics.classification_report`
-    per label), ``roc.png``, ``pr.png``, ``calibration.png``.
+    Returns
+    -------
+    list of pathlib.Path
+        The report files: ``summary.txt`` (summary + pointwise table), ``results.json``
+        (estimates with SE and every field of the `PointwiseLoo`, exactly: see `ENCODING`;
+        :func:`load_results` reads it back), ``khat.png``, ``khat_hist.png``,
+        ``khat_candidates.png`` (when candidates exist), and when y and LOO probabilities
+        are known ``metrics.json`` (`metrics.classification_report` per label), ``roc.png``,
+        ``pr.png``, ``calibration.png``.
+
+    Notes
+    -----
+    Written atomically: the files are staged in a hidden folder inside ``out_dir`` and
+    renamed into place only when all are written, so an error (a full disk included) leaves
+    the previous report intact.  ``loo-adapt-manifest.json`` then names the run (id, time,
+    versions, files); the previous run's files that this run did not write are removed
+    (only files its manifest lists, never other files).  A second process writing into the
+    same folder at the same time is refused with `ReportBusyError`.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> from loo_adapt.result import PointwiseLoo
+    >>> res = PointwiseLoo(*(np.zeros(3),) * 5, 0.7, 100, 1.0)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     [p.name for p in save_report(res, d, figures=False)]
+    ['summary.txt', 'results.json']
     """
     res = as_pointwise(result)
     scale = _scale_of(result, scale)
     out = pathlib.Path(out_dir)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"{str(out)!r} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
     y_arr, prob_map = _probabilities(res, y, probs, name)
-    written = []
-
+    # everything is computed before the folder is touched: a failure leaves it as it was
     text = (f"{name}\n{'=' * len(name)}\n\n{format_summary(res, scale=scale)}\n\n"
-            f"Pointwise (observation i is 0-based):\n{format_pointwise(res)}\n")
-    path = out / "summary.txt"
-    path.write_text(text)
-    written.append(path)
-
-    path = out / "results.json"
-    path.write_text(json.dumps(_json_safe(results_dict(result, scale=scale, name=name)),
-                               indent=1, allow_nan=False))
-    written.append(path)
-
+            f"Pointwise (observation i is 0-based; Stan's log_lik index is i + 1):\n"
+            f"{format_pointwise(res)}\n")
+    results = json.dumps(results_dict(result, scale=scale, name=name), indent=1,
+                         allow_nan=False)
+    metrics_text = None
     if y_arr is not None and prob_map:
         from loo_adapt.evaluation import metrics
 
         report = {label: metrics.classification_report(y_arr, p, n_boot=n_boot, seed=seed)
                   for label, p in prob_map.items()}
-        path = out / "metrics.json"
-        path.write_text(json.dumps(_json_safe(report), indent=1, allow_nan=False))
-        written.append(path)
+        metrics_text = json.dumps(_json_safe(report), indent=1, allow_nan=False)
 
-    if figures:
-        written.extend(_figures(res, out, y_arr, prob_map))
-    return written
+    out.mkdir(parents=True, exist_ok=True)
+    with report_lock(out), _Staging(out, name) as stage:
+        stage.write_text("summary.txt", text)
+        stage.write_text("results.json", results)
+        if metrics_text is not None:
+            stage.write_text("metrics.json", metrics_text)
+        if figures:
+            _figures(res, stage, y_arr, prob_map)
+        return stage.commit()
 
 
-def _figures(res: PointwiseLoo, out: pathlib.Path, y, prob_map) -> list[pathlib.Path]:
+# --------------------------------------------------------------------------- atomic folder
+#: The file naming the run that wrote a report folder and the files it wrote.
+MANIFEST = "loo-adapt-manifest.json"
+#: Lock file (holding the writer's pid) while a run writes into a report folder.
+LOCK = ".loo-adapt.lock"
+_STAGING = ".loo-adapt-staging-"
+_HELD: set[str] = set()
+
+
+class ReportBusyError(RuntimeError):
+    """Another live process is writing into the same report folder."""
+
+
+def _pid_alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would send Ctrl-C there: assume alive
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _acquire(lock: pathlib.Path) -> None:
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                pid = None
+            if pid is not None and pid != os.getpid() and not _pid_alive(pid):
+                lock.unlink(missing_ok=True)  # left by a run that died
+                continue
+            who = f"pid {pid}" if pid is not None else "unknown pid"
+            raise ReportBusyError(
+                f"{lock.parent} is being written by another loo-adapt run ({who}); wait for "
+                f"it to finish or choose another output folder (delete {lock.name} there "
+                "only if no run is active)") from None
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return
+    raise ReportBusyError(f"cannot lock {lock}: it keeps reappearing; choose another folder")
+
+
+@contextlib.contextmanager
+def report_lock(out_dir):
+    """Hold the lock of a report folder: a second writer is refused with `ReportBusyError`.
+
+    Re-entrant within one process (the CLI holds it for a whole run and `save_report`
+    takes it again); a lock left by a process that no longer exists is taken over.
+
+    Parameters
+    ----------
+    out_dir : the report folder (created if needed).
+
+    Returns
+    -------
+    A context manager.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d, report_lock(d):
+    ...     pass
+    """
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = out / LOCK
+    key = str(lock.resolve())
+    if key in _HELD:
+        yield
+        return
+    _acquire(lock)
+    _HELD.add(key)
+    try:
+        yield
+    finally:
+        _HELD.discard(key)
+        lock.unlink(missing_ok=True)
+
+
+def read_manifest(out_dir) -> dict | None:
+    """The manifest of the run that last completed a report in ``out_dir`` (None if none).
+
+    Parameters
+    ----------
+    out_dir : a report folder.
+
+    Returns
+    -------
+    dict or None
+        run_id, time (UTC), name, versions and files (name, bytes, sha256).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     read_manifest(d) is None
+    True
+    """
+    path = pathlib.Path(out_dir) / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("files"), list) else None
+
+
+class _Staging:
+    """Files written into a hidden folder inside the target, moved in place by `commit`.
+
+    Until `commit` the previous report is untouched; on any error (a full disk included)
+    the staged files are removed and the error propagates.  `commit` renames each file
+    (atomic on one file system), writes the manifest, then removes the files the previous
+    manifest listed that this run did not write - never any other file.
+    """
+
+    def __init__(self, out: pathlib.Path, name: str):
+        self.out, self.name = out, name
+        self.run_id = uuid.uuid4().hex
+        self.dir = out / f"{_STAGING}{self.run_id}"
+        self.names: list[str] = []
+
+    def __enter__(self):
+        for old in self.out.glob(f"{_STAGING}*"):  # left by a run that was killed
+            shutil.rmtree(old, ignore_errors=True)
+        self.dir.mkdir()
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+    def path(self, filename: str) -> pathlib.Path:
+        self.names.append(filename)
+        return self.dir / filename
+
+    def write_text(self, filename: str, text: str) -> None:
+        with open(self.path(filename), "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+    def commit(self) -> list[pathlib.Path]:
+        previous = read_manifest(self.out)
+        files = []
+        for filename in self.names:
+            data = (self.dir / filename).read_bytes()
+            files.append({"name": filename, "bytes": len(data),
+                          "sha256": hashlib.sha256(data).hexdigest()})
+        manifest = {"run_id": self.run_id,
+                    "time": datetime.datetime.now(datetime.UTC).isoformat(),
+                    "name": self.name, "writer": "loo_adapt.evaluation.report.save_report",
+                    "versions": _versions(), "files": files}
+        tmp = self.dir / MANIFEST
+        tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        for filename in self.names:
+            os.replace(self.dir / filename, self.out / filename)
+        os.replace(tmp, self.out / MANIFEST)
+        for item in (previous or {}).get("files", []):
+            old = item.get("name") if isinstance(item, dict) else None
+            if (isinstance(old, str) and old not in self.names and old == pathlib.Path(old).name
+                    and old not in (MANIFEST, LOCK)):
+                with contextlib.suppress(OSError):
+                    (self.out / old).unlink()
+        return [self.out / filename for filename in self.names]
+
+
+def _figures(res: PointwiseLoo, stage: _Staging, y, prob_map) -> None:
     # Figures without pyplot: no backend switch, nothing left open in the caller's session.
     from matplotlib.figure import Figure
 
     from loo_adapt.evaluation import plots
-
-    written = []
 
     def new(figsize):
         fig = Figure(figsize=figsize)
         return fig, fig.add_subplot()
 
     def save(fig, filename):
-        path = out / filename
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        written.append(path)
+        fig.savefig(stage.path(filename), dpi=110, bbox_inches="tight")
 
     fig, ax = new((8, 4))
     plots.plot_khat(res, ax=ax)
@@ -403,4 +793,3 @@ def _figures(res: PointwiseLoo, out: pathlib.Path, y, prob_map) -> list[pathlib.
             fig, ax = new((5, 5))
             func(y, prob_map, ax=ax)
             save(fig, filename)
-    return written

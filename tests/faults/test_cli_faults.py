@@ -1,0 +1,398 @@
+"""Issue 14, CLI rows: every bad input or fault ends with one line on stderr naming the file
+or option and the fix, the documented exit code, no traceback, and no half-written report."""
+
+import errno
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from small_disk import small_disk  # noqa: F401 (a fixture)
+
+import loo_adapt
+from loo_adapt import cli
+from loo_adapt.cli import main
+from loo_adapt.evaluation.report import read_manifest
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "cmdstan"
+SAMPLE = DATA / "logistic_normal" / "sample"
+DATA_JSON = DATA / "logistic_normal.data.json"
+TRUTH = DATA / "truth" / "logistic_normal.csv"
+CHAIN = sorted(SAMPLE.glob("*.csv"))[0]
+
+
+def _run(capsys, *args):
+    rc = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def _evaluate(csv, out, *extra):
+    return ["evaluate", csv, "--data", DATA_JSON, "--model", "logistic", "--out", out,
+            "--no-adapt", "-q", *extra]
+
+
+@pytest.fixture
+def files(tmp_path):
+    """Bad copies of the fixture's first chain, each a row of the issue's table."""
+    raw = CHAIN.read_bytes()
+    made = {}
+    made["text.csv.gz"] = raw
+    made["binary.csv"] = np.random.default_rng(0).bytes(4000)
+    made["bom.csv"] = b"\xef\xbb\xbf" + raw
+    made["latin1_data.csv"] = raw.replace(b"\nlp__", b"\n\xe9lp__", 1)
+    made["truncated.csv.gz"] = gzip.compress(raw)[:200]
+    for name, content in made.items():
+        (tmp_path / name).write_bytes(content)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name, words", [
+    ("text.csv.gz", ["text.csv.gz", "not gzip-compressed", "rename it"]),
+    ("binary.csv", ["binary.csv", "binary", "CSV files CmdStan wrote"]),
+    ("bom.csv", ["bom.csv", "byte-order mark", "save it without"]),
+    ("latin1_data.csv", ["latin1_data.csv", "line", "not UTF-8", "save it as UTF-8"]),
+    ("truncated.csv.gz", ["truncated.csv.gz", "complete file"]),
+])
+def test_unreadable_draws_files(files, capsys, name, words):
+    out = files / "rep"
+    rc, _, err = _run(capsys, *_evaluate(files / name, out))
+    line = _one_line(err)
+    assert rc == 1 and line.startswith("loo-adapt evaluate: error:")
+    for word in words:
+        assert word in line, line
+    assert not out.exists()  # checked before anything is written
+
+
+def test_latin1_comments_are_read_like_the_original(tmp_path, capsys):
+    """Comment lines in latin-1 (a user's note in the header) do not change the numbers."""
+    lat = tmp_path / "lat"
+    lat.mkdir()
+    for src in sorted(SAMPLE.glob("*.csv")):
+        (lat / src.name).write_bytes(b"# caf\xe9 na\xefve \xb5\n" + src.read_bytes())
+    rc_a, _, err_a = _run(capsys, *_evaluate(lat, tmp_path / "a"))
+    rc_b, _, _ = _run(capsys, *_evaluate(SAMPLE, tmp_path / "b"))
+    assert rc_a == rc_b == 3 and "Traceback" not in err_a
+    a = json.loads((tmp_path / "a" / "results.json").read_text())["pointwise"]["elpd_loo"]
+    b = json.loads((tmp_path / "b" / "results.json").read_text())["pointwise"]["elpd_loo"]
+    assert a == b
+
+
+def test_fit_data_files(tmp_path, capsys):
+    (tmp_path / "xy.csv.gz").write_text("y,a\n0,1\n1,2\n")
+    rc, _, err = _run(capsys, "fit", "--model", "logistic", "--data", tmp_path / "xy.csv.gz",
+                      "--out", tmp_path / "f")
+    assert rc == 1 and "not gzip-compressed" in _one_line(err)
+    (tmp_path / "xy.csv").write_bytes(b"y,a\n0,1\n1,\xff\n")
+    rc, _, err = _run(capsys, "fit", "--model", "logistic", "--data", tmp_path / "xy.csv",
+                      "--out", tmp_path / "f")
+    assert rc == 1 and "xy.csv line 3 is not UTF-8" in _one_line(err)
+    rc, _, err = _run(capsys, "fit", "--model", "logistic", "--data", tmp_path,
+                      "--out", tmp_path / "f")
+    assert rc == 1 and "is a folder" in _one_line(err)
+
+
+def test_bom_in_data_json_is_accepted(tmp_path, capsys):
+    bom = tmp_path / "data.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + DATA_JSON.read_bytes())
+    rc, _, err = _run(capsys, "evaluate", SAMPLE, "--data", bom, "--model", "logistic",
+                      "--out", tmp_path / "a", "-q", "--no-adapt")
+    assert rc == 3 and err == ""
+    rc2, _, _ = _run(capsys, *_evaluate(SAMPLE, tmp_path / "b"))
+    a = json.loads((tmp_path / "a" / "results.json").read_text())["pointwise"]
+    b = json.loads((tmp_path / "b" / "results.json").read_text())["pointwise"]
+    assert rc == rc2 and a == b
+
+
+@pytest.mark.parametrize("option, value, code, words", [
+    ("--data", "DIR", 1, ["is a folder", "give the file itself"]),
+    ("--seed", "abc", 2, ["--seed", "'abc'"]),
+    ("--max-seconds", "5x", 2, ["--max-seconds", "'5x'", "positive number"]),
+    ("--max-seconds", "-5", 2, ["--max-seconds", "positive number"]),
+    ("--max-refits", "0", 2, ["--max-refits", "positive integer"]),
+    ("--threshold", "1.5", 2, ["--threshold", "(0, 1]"]),
+    ("--threshold", "5", 2, ["--threshold", "(0, 1]"]),
+    ("--threshold", "nan", 2, ["--threshold", "(0, 1]"]),
+    ("--threshold", "0", 2, ["--threshold", "(0, 1]"]),
+    ("--out", "/sys/loo-adapt-x", 1, ["--out", "/sys/loo-adapt-x", "writable folder"]),
+    ("--out", "FILE", 1, ["--out", "is a file", "folder"]),
+    ("--resume", "MISSING", 1, ["--resume", "add --fallback refit"]),
+])
+def test_bad_options_before_anything_is_written(tmp_path, capsys, option, value, code, words):
+    value = {"DIR": str(tmp_path), "FILE": str(CHAIN),
+             "MISSING": str(tmp_path / "nope")}.get(value, value)
+    args = ["evaluate", SAMPLE, "--data", DATA_JSON, "--model", "logistic", "--out",
+            tmp_path / "rep", "-q"]
+    if option == "--data" or option == "--out":
+        args[args.index(option) + 1] = value
+    else:
+        args += [option, value]
+    rc, _, err = _run(capsys, *args)
+    assert rc == code
+    line = err.strip().splitlines()[-1]  # argparse prints its usage line above (exit 2)
+    assert "Traceback" not in err
+    for word in words:
+        assert word in line, line
+    assert not (tmp_path / "rep").exists()
+
+
+def test_library_options_checked_before_work():
+    """The same checks in loo(): a clear one-line error naming the option and the fix."""
+    ll = -np.random.default_rng(0).exponential(0.5, size=(1, 200, 5))
+    cases = [({"khat_threshold": 1.5}, ValueError, r"khat_threshold must be a number in \(0, 1\]"),
+             ({"khat_threshold": float("nan")}, ValueError, "khat_threshold"),
+             ({"khat_threshold": 0.0}, ValueError, "khat_threshold"),
+             ({"seed": "abc"}, TypeError, "seed must be an integer"),
+             ({"transforms": "ll"}, TypeError, r"transforms=\('ll',\)"),
+             ({"mixis_max_mcse": -1}, ValueError, "mixis_max_mcse"),
+             ({"refit_kwargs": {"max_seconds": "5"}}, ValueError,
+              r"refit_kwargs\['max_seconds'\] must be a positive number"),
+             ({"refit_kwargs": {"max_refits": -1}}, ValueError, "max_refits")]
+    for kwargs, exc, match in cases:
+        with pytest.raises(exc, match=match):
+            loo_adapt.loo(ll, **kwargs)
+    # in range: the numbers are R loo's (k-hat counts use the given threshold)
+    res = loo_adapt.loo(ll, khat_threshold=1.0).loo_adapt
+    assert res.khat_threshold == 1.0 and res.reliable.tolist() == (res.khat <= 1.0).tolist()
+
+
+def test_enospc_while_writing_figures_keeps_the_old_report(tmp_path, capsys, monkeypatch):
+    from matplotlib.figure import Figure
+
+    out = tmp_path / "rep"
+    assert _run(capsys, *_evaluate(SAMPLE, out))[0] == 3
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    calls = []
+
+    def savefig(self, path, **kw):
+        calls.append(path)
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out, "--seed", "9"))
+    line = _one_line(err)
+    assert rc == 1 and calls
+    assert "no space left on the device" in line and "free space or choose another --out" in line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_memory_error_advises_the_dask_path(tmp_path, capsys, monkeypatch):
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(loo_adapt, "loo", out_of_memory)
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep"))
+    line = _one_line(err)
+    assert rc == cli.EXIT_FAILED == 4
+    assert "out of memory" in line and "loo_adapt.loo(dask_array)" in line
+    assert read_manifest(tmp_path / "rep") is None
+
+
+def test_refit_failure_is_not_bad_input(tmp_path, capsys, monkeypatch):
+    """A refit that raises is the refit's failure, reported as such (or, where refits mark
+    failed rows unverified, in the summary for that row) - never "bad input"."""
+    from loo_adapt.stan.program import StanProgram
+
+    def broken(self, i, **kw):
+        raise RuntimeError(f"sampler crashed without observation {i}")
+
+    monkeypatch.setattr(StanProgram, "refit_without", broken)
+    out = tmp_path / "rep"
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out, "--fallback", "refit", "--backend",
+                                         "stanli", "--max-refits", "1"))
+    assert "Traceback" not in err and rc != cli.EXIT_BAD_INPUT
+    if rc == cli.EXIT_FAILED:  # the refit's error ended the run: said so in one line
+        line = _one_line(err)
+        assert "the refits failed" in line and "sampler crashed" in line
+        assert read_manifest(out) is None
+    else:  # the failed row is unverified, everything else kept
+        assert rc == cli.EXIT_UNRELIABLE
+        assert "sampler crashed" in (out / "summary.txt").read_text()
+
+
+def test_second_run_into_a_busy_folder_is_refused(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    out = tmp_path / "rep"
+    out.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / ".loo-adapt.lock").write_text(f"{other.pid}\n")
+        rc, _, err = _run(capsys, *_evaluate(SAMPLE, out))
+    finally:
+        other.kill()
+        other.wait()
+    line = _one_line(err)
+    assert rc == 1 and f"pid {other.pid}" in line and "another output folder" in line
+    assert {p.name for p in out.iterdir()} == {".loo-adapt.lock"}
+
+
+def test_rerun_into_a_folder_replaces_the_previous_run(tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert _run(capsys, *_evaluate(SAMPLE, out))[0] == 3
+    (out / "mine.txt").write_text("keep")
+    rc, _, _ = _run(capsys, "evaluate", SAMPLE, "--data", DATA_JSON, "--model", "logistic",
+                    "--out", out, "-q", "--no-adapt", "--threshold", "1")
+    assert rc == 3  # 2 observations have k-hat above 1 (fixture README: k-hat up to 1.2)
+    results = json.loads((out / "results.json").read_text())
+    assert results["khat_threshold"] == 1.0
+    assert read_manifest(out)["files"][0]["name"] == "summary.txt"
+    assert (out / "mine.txt").read_text() == "keep"
+
+
+def test_reasons_and_indices_in_the_printed_summary(tmp_path, capsys):
+    """Each unreliable row: 0-based index, Stan's 1-based log_lik index, and its k-hat."""
+    rc, printed, _ = _run(capsys, "evaluate", SAMPLE, "--data", DATA_JSON, "--model",
+                          "logistic", "--no-adapt", "--out", tmp_path / "rep")
+    with pytest.warns(UserWarning):
+        res = loo_adapt.loo(str(SAMPLE)).loo_adapt  # the library, outside the CLI
+    bad = np.flatnonzero(res.khat > res.khat_threshold)
+    assert rc == 3 and bad.size > 20
+    for i in bad[:20]:
+        assert (f"{i:>5d}  log_lik[{i + 1}]  psis: k-hat {res.khat[i]:.2f} > "
+                f"{res.khat_threshold:.2f}") in printed
+    assert f"({bad.size} in all" in printed
+
+
+def test_repeated_warnings_collapsed(capsys):
+    cli._print_warnings(["generalized Pareto fit failed in column(s) 1"] * 5
+                        + ["other", "12 of 54 observations ... are unreliable"])
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["warning (5 times): generalized Pareto fit failed in column(s) 1",
+                   "warning: other"]
+
+
+def test_fit_progress_labels(monkeypatch, tmp_path):
+    """The fit bar says what runs: no "mixture (MixIS) fit" without --mixis."""
+    shown = []
+    real = cli._Stages
+
+    class Recording(real):
+        def close(self):
+            shown.append(list(self.labels))
+            super().close()
+
+    monkeypatch.setattr(cli, "_Stages", Recording)
+    X = np.random.default_rng(1).normal(size=(20, 2))
+    y = (X[:, 0] > 0).astype(int)
+    csv = tmp_path / "xy.csv"
+    np.savetxt(csv, np.column_stack([y, X]), delimiter=",")
+    common = ["fit", "--model", "logistic", "--data", str(csv), "--chains", "1", "--draws",
+              "20", "--warmup", "20", "--backend", "stanli", "-q"]
+    assert main([*common, "--out", str(tmp_path / "a")]) == 0
+    assert main([*common, "--out", str(tmp_path / "b"), "--mixis"]) == 0
+    assert shown[0] == ["stanli NUTS fit of logistic_normal"]
+    assert shown[1] == ["stanli NUTS fit of logistic_normal", "stanli mixture (MixIS) fit"]
+
+
+def test_cmdstanpy_info_silenced_unless_verbose(tmp_path, capsys, monkeypatch):
+    import logging
+
+    seen = []
+
+    def fake_loo(**kwargs):
+        seen.append(logging.getLogger("cmdstanpy").getEffectiveLevel())
+        raise MemoryError()
+
+    monkeypatch.setattr(loo_adapt, "loo", fake_loo)
+    _run(capsys, *_evaluate(SAMPLE, tmp_path / "a"))
+    _run(capsys, *_evaluate(SAMPLE, tmp_path / "b", "--verbose"))
+    assert seen[0] == logging.WARNING and seen[1] <= logging.INFO
+
+
+def _refit_loo_with_checkpoints(indices, program=None, *, checkpoint=None, executor=None,
+                                **kwargs):
+    """The signature of refit_loo with checkpoints and executors (issue 14.2)."""
+    raise AssertionError("not called: loo() is replaced in these tests")
+
+
+def test_resume_and_scheduler_reach_the_refits(tmp_path, capsys, monkeypatch):
+    """--resume DIR and --scheduler ADDRESS become refit_kwargs checkpoint= / executor=."""
+    from loo_adapt.stan import refit
+
+    got = {}
+
+    def fake_loo(**kwargs):
+        got.update(kwargs["refit_kwargs"])
+        raise MemoryError()
+
+    monkeypatch.setattr(loo_adapt, "loo", fake_loo)
+    monkeypatch.setattr(refit, "refit_loo", _refit_loo_with_checkpoints)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit",
+                                         "--resume", ckpt))
+    assert got["checkpoint"] == str(ckpt)
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit"))
+    assert got["checkpoint"] == str(tmp_path / "rep" / cli.CHECKPOINT)
+    # an address where no scheduler listens: one line naming the option
+    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 2)
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit",
+                                         "--scheduler", "tcp://127.0.0.1:9"))
+    assert rc == 1 and "--scheduler tcp://127.0.0.1:9: cannot connect" in _one_line(err)
+
+
+def test_reliable_rows_agree_with_truth(tmp_path, capsys):
+    """The CLI's "reliable" rows are within 4 MCSE of the brute-force truth file."""
+    rc, _, _ = _run(capsys, "evaluate", SAMPLE, "--data", DATA_JSON, "--model", "logistic",
+                    "--out", tmp_path / "rep", "-q", "--seed", "4")
+    res = loo_adapt.report.load_results(tmp_path / "rep")
+    truth = np.loadtxt(TRUTH, delimiter=",", skiprows=1)
+    ok = res.reliable
+    err = np.abs(res.elpd_loo[ok] - truth[ok, 1])
+    assert ok.sum() >= 25
+    assert np.all(err <= 4 * np.hypot(res.mcse_elpd_loo[ok], truth[ok, 2]) + 1e-3)
+    shutil.rmtree(tmp_path / "rep")
+
+
+def test_reader_error_leaves_no_empty_report_folder(tmp_path, capsys):
+    """A CSV that looks like text but is malformed fails in the reader, after the report
+    folder was prepared: the folder the run created is removed again."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("lp__,alpha,beta.1\n1,2\n")
+    out = tmp_path / "new" / "rep"
+    rc, _, err = _run(capsys, *_evaluate(bad, out))
+    assert rc == 1 and "bad.csv" in _one_line(err)
+    assert not out.exists()
+
+
+def test_scheduler_passes_a_client(tmp_path, capsys, monkeypatch):
+    """--scheduler ADDRESS: refit_kwargs['executor'] is a dask Client of that scheduler."""
+    from loo_adapt.stan import refit
+
+    monkeypatch.setattr(refit, "refit_loo", _refit_loo_with_checkpoints)
+    distributed = pytest.importorskip("dask.distributed")
+    got = {}
+
+    def fake_loo(**kwargs):
+        client = kwargs["refit_kwargs"]["executor"]
+        got["address"] = client.scheduler.address
+        got["sum"] = client.submit(sum, [1, 2, 3]).result()
+        raise MemoryError()
+
+    monkeypatch.setattr(loo_adapt, "loo", fake_loo)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit",
+                                "--scheduler", cluster.scheduler_address))
+    assert got == {"address": cluster.scheduler_address, "sum": 6}
+
+
+def test_full_disk_during_a_run(small_disk, capsys):  # noqa: F811 (the fixture)
+    """A real 64 kB disk: the figures do not fit. One line, exit 1, and nothing left over
+    (no staging folder, no lock, no empty report folder)."""
+    out = small_disk / "rep"
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out))
+    line = _one_line(err)
+    assert rc == 1 and "no space left on the device" in line
+    assert list(small_disk.iterdir()) == []
