@@ -266,7 +266,7 @@ def test_reasons_and_indices_in_the_printed_summary(tmp_path, capsys):
 
 def test_repeated_warnings_collapsed(capsys):
     cli._print_warnings(["generalized Pareto fit failed in column(s) 1"] * 5
-                        + ["other", "12 of 54 observations ... are unreliable"])
+                        + ["other", "12 of 54 observations have no verified estimate (...)"])
     err = capsys.readouterr().err.splitlines()
     assert err == ["warning (5 times): generalized Pareto fit failed in column(s) 1",
                    "warning: other"]
