@@ -169,7 +169,7 @@ BENCHMARKS = {
     for b in (
         Benchmark("t_outliers", "logistic_t.stan", data_t_outliers),
         Benchmark("logistic_n300", "logistic_normal", data_logistic_n300),
-        Benchmark("relu5", "relu_net", data_relu5, chains=8, draws=1000,
+        Benchmark("relu5", "relu_net", data_relu5, chains=8, draws=1000, warmup=500,
                   fit_kwargs={"adapt_delta": 0.95}),
         Benchmark("rhs_wide", "logistic_rhs", data_rhs_wide, fit_kwargs={"adapt_delta": 0.95}),
     )
