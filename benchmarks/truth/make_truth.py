@@ -169,7 +169,7 @@ BENCHMARKS = {
     for b in (
         Benchmark("t_outliers", "logistic_t.stan", data_t_outliers),
         Benchmark("logistic_n300", "logistic_normal", data_logistic_n300),
-        Benchmark("relu5", "relu_net", data_relu5, chains=8, draws=1000,
+        Benchmark("relu5", "relu_net", data_relu5, chains=8, draws=1000, warmup=500,
                   fit_kwargs={"adapt_delta": 0.95}),
         Benchmark("rhs_wide", "logistic_rhs", data_rhs_wide, fit_kwargs={"adapt_delta": 0.95}),
     )
@@ -296,6 +296,22 @@ def khat_report(bench: Benchmark, seed: int = 1) -> None:
           f"total {err.sum():+.2f}; p_loo_i < -3 MC se: {(p_loo < -3 * se).sum()}")
 
 
+def summary(bench: Benchmark) -> None:
+    """One line per benchmark from its checkpoint: size, cost and Monte Carlo error."""
+    data = bench.data()
+    done = read_checkpoint(bench.checkpoint)
+    line = (f"{bench.name}: n {data['N']}, p {data['D']}, {bench.chains} x {bench.draws} draws "
+            f"per fold (+{bench.warmup} warm-up), {len(done)}/{data['N']} folds done")
+    if done:
+        recs = list(done.values())
+        mean = {k: np.mean([r[k] for r in recs]) for k in ("seconds", "mc_se", "chain_se")}
+        line += (f"; {mean['seconds']:.1f} s per fold, mean MC se {mean['mc_se']:.4f} "
+                 f"(max {max(r['mc_se'] for r in recs):.4f}; per-chain spread "
+                 f"{mean['chain_se']:.4f}), min ESS {min(r['ess'] for r in recs):.0f}, "
+                 f"divergences {sum(max(r['divergent'], 0) for r in recs)}")
+    print(line)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
@@ -303,6 +319,8 @@ def main(argv=None):
     parser.add_argument("--limit", type=int, default=None, help="run at most this many folds")
     parser.add_argument("--time-one", action="store_true",
                         help="time one refit (observation 0) without touching the checkpoint")
+    parser.add_argument("--summary", action="store_true",
+                        help="size, seconds per fold and MC error of the finished folds")
     parser.add_argument("--khat", action="store_true",
                         help="PSIS k-hat counts on a 4 x 1000 posterior fit")
     args = parser.parse_args(argv)
@@ -312,6 +330,8 @@ def main(argv=None):
     if args.time_one:
         rec = run_fold(bench.name, 0)
         print(json.dumps(rec))
+    elif args.summary:
+        summary(bench)
     elif args.khat:
         khat_report(bench)
     else:
