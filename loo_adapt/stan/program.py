@@ -191,16 +191,25 @@ class StanProgram:
             )
         return per_obs
 
-    def data_without(self, i: int) -> dict:
-        """The data without observation ``i`` (0-based): per-observation rows dropped, N - 1."""
+    def data_without(self, i) -> dict:
+        """The data without observation ``i`` (0-based): per-observation rows dropped, N - 1.
+
+        ``i`` may also be a sequence of distinct indices (a K-fold fold): all of them are
+        dropped and N shrinks by their number.
+        """
         n = self.n_obs
-        i = _check_index(i, n)
-        if n < 2:
-            raise ValueError("cannot leave out the only observation")
+        if np.ndim(i) == 0:
+            rows = np.array([_check_index(i, n)])
+        else:
+            rows = np.array([_check_index(j, n) for j in i], dtype=np.int64)
+            if rows.size == 0 or len(np.unique(rows)) != rows.size:
+                raise ValueError("the rows to leave out must be distinct and at least one")
+        if n - rows.size < 1:
+            raise ValueError("cannot leave out every observation")
         out = dict(self.data)
         for name, axis in self.observation_vars().items():
-            out[name] = np.delete(np.asarray(self.data[name]), i, axis=axis)
-        out["N"] = n - 1
+            out[name] = np.delete(np.asarray(self.data[name]), rows, axis=axis)
+        out["N"] = n - rows.size
         return out
 
     # ---- fits -----------------------------------------------------------------------------
@@ -226,12 +235,44 @@ class StanProgram:
         return _stan.fit(self.stan_file, self.data, mixis=mixis, seed=seed,
                          **self._fit_options(kw))
 
-    def refit_without(self, i: int, *, seed: int, chains: int = 4, draws: int = 1000,
-                      warmup: int = 1000) -> Draws:
-        """Exact LOO refit: NUTS on the data without observation ``i``."""
+    def refit_without(self, i, *, seed: int, chains: int = 4, draws: int = 1000,
+                      warmup: int = 1000, parallel_chains: int | None = None) -> Draws:
+        """Exact LOO refit: NUTS on the data without observation ``i`` (or rows ``i``).
+
+        ``parallel_chains`` caps the chains run at once (None: the backend's default), so
+        that refits running side by side do not oversubscribe the cores.
+        """
         data = self.data_without(i)
+        opts = self._fit_options({})
+        if parallel_chains is not None:
+            opts["parallel_chains"] = parallel_chains
         return _stan.fit(self.stan_file, data, seed=seed, chains=chains, draws=draws,
-                         warmup=warmup, **self._fit_options({}))
+                         warmup=warmup, **opts)
+
+    def compiled(self) -> StanProgram:
+        """This program with its backend resolved and its model compiled, ready for workers.
+
+        CmdStan compiles the executable here, once, into the cache every worker then reuses
+        (so no refit's time includes a compile); ``backend="auto"`` is resolved so workers do
+        not probe for backends again. Returns a shallow copy; ``self`` is unchanged.
+
+        Returns
+        -------
+        StanProgram
+
+        Examples
+        --------
+        >>> prog = StanProgram("logistic_normal", data)  # doctest: +SKIP
+        >>> prog.compiled().backend in ("cmdstan", "stanli", "pystan")  # doctest: +SKIP
+        True
+        """
+        import copy
+
+        out = copy.copy(self)
+        out.backend = _stan.select_backend(self.backend)
+        if out.backend == "cmdstan":
+            _stan.compile_model(self.stan_file)
+        return out
 
     # ---- log densities --------------------------------------------------------------------
     def log_density(self):
