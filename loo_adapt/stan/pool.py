@@ -345,6 +345,7 @@ def _worker_main(conn) -> None:  # pragma: no cover - runs in the worker process
         if msg is None:
             return
         key, fn, args = msg
+        conn.send((key, "started", None))  # the time limit counts from here, not the import
         try:
             out = (key, "ok", fn(*args))
         except BaseException as err:  # report everything; the worker keeps serving
@@ -357,7 +358,12 @@ def _worker_main(conn) -> None:  # pragma: no cover - runs in the worker process
 
 def _mp_context():
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        # workers fork from a server that has already imported numpy and this module
+        ctx.set_forkserver_preload(["numpy", "loo_adapt.stan.pool"])
+        return ctx
+    return multiprocessing.get_context("spawn")
 
 
 def references_main(obj) -> bool:
@@ -404,6 +410,32 @@ def _main_hidden(hide: bool):
         main.__dict__.update(saved)
 
 
+def check_not_bootstrapping(verb: str) -> None:
+    """Refuse to start work while this process is a worker importing the user's script.
+
+    A script without a main guard re-runs its top-level code in every worker process that
+    imports it; starting refits there would recurse.
+
+    Parameters
+    ----------
+    verb : the function called (named in the error).
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> check_not_bootstrapping("refit_loo")
+    """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError(
+            f"{verb} was called while a worker process was importing your script: put the "
+            "call under `if __name__ == \"__main__\":` (worker processes import the script "
+            "to find functions defined in it)"
+        )
+
+
 _STARTUP_HINT = (
     "a worker process failed while starting (exit code {code}). Worker processes import the "
     "script that defines your refit function; if the script calls refit_loo / kfold / fit at "
@@ -442,6 +474,7 @@ class LocalProcessPool:
         self._ctx = _mp_context()
         self._needs_main = needs_main
         self._slots: list[_Slot] = []
+        self._started: dict = {}
         self._closed = False
         for _ in range(self.capacity):
             self._slots.append(self._start())
@@ -465,6 +498,10 @@ class LocalProcessPool:
             raise RuntimeError("no idle worker")  # run_tasks never over-submits
         slot.conn.send((key, fn, args))
         slot.key = key
+
+    def started_at(self, key) -> float | None:
+        """When the task's worker began it (time.monotonic), None while it waits."""
+        return self._started.get(key)
 
     def _replace(self, slot: _Slot) -> None:
         self._stop(slot)
@@ -496,6 +533,10 @@ class LocalProcessPool:
                     if key == "__ready__":
                         slot.ready = True
                         continue
+                    if kind == "started":
+                        self._started[key] = time.monotonic()
+                        continue
+                    self._started.pop(key, None)
                     out.append((key, kind, value))
                     slot.key = None
             except (EOFError, OSError):
@@ -513,6 +554,7 @@ class LocalProcessPool:
         return out
 
     def kill(self, key) -> bool:
+        self._started.pop(key, None)
         for slot in self._slots:
             if slot.key == key:
                 self._replace(slot)
@@ -588,13 +630,22 @@ class ExecutorPool:
                 capacity = getattr(executor, "_max_workers", None) or available_cores()
         self.capacity = max(1, int(capacity))
         self._futures: dict = {}
+        self._started: dict = {}
 
     def submit(self, key, fn, args) -> None:
         if self._dask:
             fut = self._ex.submit(fn, *args, pure=False)
+            self._started[key] = time.monotonic()  # dask does not say when a task starts
         else:
             fut = self._ex.submit(fn, *args)
         self._futures[key] = fut
+
+    def started_at(self, key) -> float | None:
+        """When the task was first seen running (dask: when it was submitted)."""
+        fut = self._futures.get(key)
+        if key not in self._started and fut is not None and fut.running():
+            self._started[key] = time.monotonic()
+        return self._started.get(key)
 
     def poll(self, timeout: float) -> list[tuple]:
         deadline = time.monotonic() + timeout
@@ -606,6 +657,7 @@ class ExecutorPool:
         out = []
         for key in done:
             fut = self._futures.pop(key)
+            self._started.pop(key, None)
             try:
                 out.append((key, "ok", fut.result()))
             except BaseException as err:  # noqa: B036 - a task's failure is data here
@@ -616,6 +668,7 @@ class ExecutorPool:
         return out
 
     def kill(self, key) -> bool:
+        self._started.pop(key, None)
         fut = self._futures.pop(key, None)
         if fut is not None:
             fut.cancel()
@@ -645,6 +698,9 @@ class SerialPool:
 
     def submit(self, key, fn, args) -> None:
         self._queue.append((key, fn, args))
+
+    def started_at(self, key) -> float | None:
+        return None  # runs inside poll(); nothing can interrupt it
 
     def poll(self, timeout: float) -> list[tuple]:
         if not self._queue:
@@ -765,8 +821,9 @@ def run_tasks(tasks, pool, *, on_result, timeout: float | None = None, stop=None
                 pool.submit(key, fn, args)
                 running[key] = time.monotonic()
             wait_s = poll_interval
-            if timeout is not None and running:
-                left = min(running.values()) + timeout - time.monotonic()
+            starts = [t for t in map(pool.started_at, running) if t is not None]
+            if timeout is not None and starts:
+                left = min(starts) + timeout - time.monotonic()
                 wait_s = max(0.0, min(wait_s, left))
             for key, kind, value in pool.poll(wait_s):
                 if running.pop(key, None) is None:
@@ -774,8 +831,9 @@ def run_tasks(tasks, pool, *, on_result, timeout: float | None = None, stop=None
                 queue.extend(on_result(key, kind, value) or ())
             if timeout is not None:
                 now = time.monotonic()
-                for key, t0 in list(running.items()):
-                    if now - t0 > timeout:
+                for key in list(running):
+                    t0 = pool.started_at(key)
+                    if t0 is not None and now - t0 > timeout:
                         killed = pool.kill(key)
                         del running[key]
                         how = ("its worker was stopped" if killed else

@@ -566,6 +566,7 @@ def refit_loo(
     """
     from loo_adapt.stan.program import StanProgram
 
+    _pool.check_not_bootstrapping("refit_loo")
     if program is None and refit_fn is None:
         raise ValueError("give program= (a StanProgram) or refit_fn=")
     if program is not None and not isinstance(program, StanProgram):
