@@ -34,6 +34,7 @@ from loo_adapt.stan.refit import (
     _check_int,
     _check_seconds,
     _fn_name,
+    _Job,
     _n_divergent,
     _program_fingerprint,
     _progress_bar,
@@ -142,14 +143,8 @@ def _heldout_rows(ll, m: int) -> np.ndarray:
     return np.stack([_as_chains(arr[..., j]) for j in range(m)])
 
 
-@dataclass
-class _FoldJob:
-    program: object = None
-    refit_fn: object = None
-    chains: int = 4
-    draws: int = 1000
-    warmup: int = 1000
-    parallel_chains: int | None = None
+class _FoldJob(_Job):
+    """A refit job without a set of rows (the refit settings are those of `_Job`)."""
 
     def __call__(self, rows, seed: int) -> dict:
         t0 = time.perf_counter()

@@ -521,3 +521,31 @@ def test_mixis_chains_as_separate_jobs_checkpointed_and_right(program, tmp_path)
                         executor=Refuse(), checkpoint=ck)
     np.testing.assert_array_equal(again["beta"], mix["beta"])
     np.testing.assert_array_equal(again.sample_stats["lp__"], mix.sample_stats["lp__"])
+
+
+# ------------------------------------------------------------------------------- CmdStan only
+def _cmdstan():
+    from loo_adapt.stan.backends import cmdstan_available
+
+    return cmdstan_available()
+
+
+@pytest.mark.skipif(not _cmdstan(), reason="needs CmdStan: python -m cmdstanpy.install_cmdstan "
+                    "(then run this module; everything else is tested without it)")
+def test_cmdstan_refits_compile_once_and_fit_the_cores(monkeypatch):
+    import loo_adapt.stan.backends as backends
+    from loo_adapt.stan.pool import available_cores
+
+    compiles = []
+    real = backends.compile_model
+    monkeypatch.setattr(backends, "compile_model",
+                        lambda *a, **k: compiles.append(a) or real(*a, **k))
+    data = json.loads(DATA_JSON.read_text())
+    data["mixis"] = 0
+    prog = StanProgram(BUNDLED, data, backend="cmdstan")
+    truth = np.loadtxt(TRUTH, delimiter=",", skiprows=1)
+    res = refit_loo([46, 2], prog, chains=4, seed=7, progress=False)
+    assert len(compiles) == 1  # once, in this process, before the workers
+    assert res.workers * max(res.parallel_chains, 1) <= available_cores()
+    tol = 4.0 * np.sqrt(res.mcse_elpd_loo**2 + truth[[46, 2], 2] ** 2) + 0.01
+    assert np.all(np.abs(res.elpd_loo - truth[[46, 2], 1]) < tol)
