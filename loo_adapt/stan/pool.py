@@ -718,7 +718,8 @@ class SerialPool:
         self._queue.clear()
 
 
-def make_pool(executor, workers: int, job, *, timeout: float | None = None):
+def make_pool(executor, workers: int, job, *, timeout: float | None = None,
+              hard: bool | None = None):
     """The pool for ``executor`` (None: local processes, or this process when serial).
 
     Parameters
@@ -727,6 +728,8 @@ def make_pool(executor, workers: int, job, *, timeout: float | None = None):
     workers : local worker processes (executor None); 1 without a timeout runs in-process.
     job : the task function (checked for picklability for process pools).
     timeout : per-task time limit; with a local pool it needs worker processes to be enforced.
+    hard : run even a single worker in a separate process, so that it can be stopped
+        (default: when ``timeout`` is given).
 
     Returns
     -------
@@ -738,9 +741,10 @@ def make_pool(executor, workers: int, job, *, timeout: float | None = None):
     >>> type(pool).__name__, owned
     ('SerialPool', True)
     """
+    hard = timeout is not None if hard is None else hard
     if executor is not None:
         return ExecutorPool(executor), False
-    if workers <= 1 and timeout is None:
+    if workers <= 1 and not hard:
         return SerialPool(), True
     try:
         pickle.dumps(job)
@@ -749,7 +753,7 @@ def make_pool(executor, workers: int, job, *, timeout: float | None = None):
 
         warnings.warn(
             f"the job cannot be sent to worker processes ({err}); running it serially in this "
-            "process" + (" (the timeout cannot be enforced)" if timeout is not None else "")
+            "process" + (" (the time limit cannot be enforced)" if hard else "")
             + ". Define the function at module level to run it in parallel.",
             UserWarning,
             stacklevel=3,
@@ -778,6 +782,7 @@ def _sigterm_raises():
 
 
 def run_tasks(tasks, pool, *, on_result, timeout: float | None = None, stop=None,
+              deadline: float | None = None, deadline_reason: str = "the time budget ran out",
               poll_interval: float = 0.25):
     """Run ``tasks`` on ``pool``, reporting each as it finishes.
 
@@ -790,6 +795,9 @@ def run_tasks(tasks, pool, *, on_result, timeout: float | None = None, stop=None
         to run (a retry).
     timeout : hard limit per task in seconds (the worker is killed where the pool can).
     stop : callable; when it returns True no further task is started (running ones finish).
+    deadline : ``time.monotonic()`` after which nothing starts and running tasks are stopped
+        (reported as "timeout" with ``deadline_reason``): a hard time budget.
+    deadline_reason : the reason reported for tasks stopped at the deadline.
     poll_interval : seconds between checks of the timeouts and ``stop``.
 
     Returns
@@ -812,9 +820,17 @@ def run_tasks(tasks, pool, *, on_result, timeout: float | None = None, stop=None
     left_out: list = []
     with _sigterm_raises():
         while queue or running:
-            if stop is not None and queue and stop():
+            past = deadline is not None and time.monotonic() >= deadline
+            if queue and (past or (stop is not None and stop())):
                 left_out.extend(key for key, _, _ in queue)
                 queue.clear()
+                continue
+            if past:
+                for key in list(running):
+                    killed = pool.kill(key)
+                    del running[key]
+                    how = "its worker was stopped" if killed else "abandoned"
+                    on_result(key, "timeout", f"stopped: {deadline_reason} ({how})")
                 continue
             while queue and len(running) < pool.capacity:
                 key, fn, args = queue.popleft()
@@ -825,6 +841,8 @@ def run_tasks(tasks, pool, *, on_result, timeout: float | None = None, stop=None
             if timeout is not None and starts:
                 left = min(starts) + timeout - time.monotonic()
                 wait_s = max(0.0, min(wait_s, left))
+            if deadline is not None:
+                wait_s = max(0.0, min(wait_s, deadline - time.monotonic()))
             for key, kind, value in pool.poll(wait_s):
                 if running.pop(key, None) is None:
                     continue  # a task already reported as timed out

@@ -47,6 +47,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
+from time import monotonic as time_mono
 
 import numpy as np
 from scipy import stats
@@ -536,7 +537,9 @@ def refit_loo(
         ``timeout`` runs the refits in this process.
     max_refits : refit at most this many observations.
     max_seconds : wall-time budget; from the first refit's time, only as many refits as are
-        expected to fit are scheduled, and pending ones are not started once it runs out.
+        expected to fit are scheduled, pending ones are not started once it runs out, and a
+        refit still running then is stopped (a hard limit: the refits run in worker
+        processes even with ``n_jobs=1``).
     progress : show a tqdm progress bar (the time estimate is also logged at INFO level).
     y : binary outcomes (n,) for ``loo_prob`` when ``program`` does not give them.
     executor : None (a local process pool), a ``concurrent.futures.Executor`` or a
@@ -696,7 +699,12 @@ def refit_loo(
     pool = None
     try:
         if todo:
-            pool, owned = _pool.make_pool(executor, workers or 1, job, timeout=timeout)
+            pool, _ = _pool.make_pool(executor, workers or 1, job, timeout=timeout,
+                                      hard=timeout is not None or max_seconds is not None)
+            deadline = None if max_seconds is None else time_mono() + max_seconds - (
+                time.perf_counter() - start)
+            limits = dict(deadline=deadline,
+                          deadline_reason=f"the time budget max_seconds={max_seconds} ran out")
             width = pool.capacity if workers is None else min(workers, pool.capacity)
             res.workers, res.parallel_chains = width, parallel or 0
             rest_all = k - 1 - int(res.refitted.sum())
@@ -706,7 +714,8 @@ def refit_loo(
                 head = 0.0
             else:
                 first_pos = todo.pop(0)
-                _pool.run_tasks([task(first_pos)], pool, on_result=on_result, timeout=timeout)
+                _pool.run_tasks([task(first_pos)], pool, on_result=on_result, timeout=timeout,
+                                **limits)
                 first = res.seconds[first_pos] if res.refitted[first_pos] else np.nan
                 head = first
                 if not res.refitted[first_pos]:
@@ -738,7 +747,7 @@ def refit_loo(
                 _announce(msg, bar)
             if todo:
                 left = _pool.run_tasks([task(p) for p in todo], pool, on_result=on_result,
-                                       timeout=timeout, stop=out_of_time)
+                                       timeout=timeout, stop=out_of_time, **limits)
                 for pos, _, _, _ in left:
                     res.reason[pos] = f"not refitted: max_seconds={max_seconds:g}"
     except KeyboardInterrupt:

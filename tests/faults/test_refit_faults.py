@@ -254,3 +254,18 @@ def test_local_pool_replaces_a_killed_worker_and_closes_cleanly():
     finally:
         pool.close()
     assert wait_gone(pids + pool.pids()) == []
+
+
+def test_max_seconds_is_a_hard_limit_for_a_hung_refit(tmp_path):
+    # observation 3 hangs for 120 s; the 6 s budget stops it and leaves the rest out
+    t0 = time.monotonic()
+    with pytest.warns(UserWarning):
+        res = refit_loo([3, 0, 5], refit_fn=Faulty(tmp_path), n_jobs=1, max_seconds=6,
+                        progress=False)
+    assert time.monotonic() - t0 < 100  # returned, long before the hung refit would have
+    assert res.status.tolist() == ["timeout", "skipped", "skipped"]
+    assert "max_seconds=6" in res.reason[0] and "worker was stopped" in res.reason[0]
+    assert all("max_seconds=6" in r for r in res.reason[1:])
+    assert not res.reliable.any()
+    hung = [pid for i, pid in calls(tmp_path) if i == 3]
+    assert wait_gone(hung) == []
