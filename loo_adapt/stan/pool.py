@@ -325,10 +325,20 @@ def describe_error(err: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _worker_main(conn) -> None:  # pragma: no cover - runs in the worker process
+def _limit_blas_threads(threads: int) -> None:
+    """Cap BLAS/OpenMP threads in this worker, so workers x BLAS threads <= cores."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # without threadpoolctl the BLAS keeps its default
+        return
+    threadpool_limits(limits=threads)
+
+
+def _worker_main(conn, blas_threads: int = 1) -> None:  # pragma: no cover - in the worker
     # the parent handles Ctrl-C and terminates the workers; they must not print tracebacks
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _limit_blas_threads(blas_threads)
     parent = multiprocessing.parent_process()
     if parent is not None:
         def watch():
@@ -360,8 +370,8 @@ def _mp_context():
     methods = multiprocessing.get_all_start_methods()
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
-        # workers fork from a server that has already imported numpy and this module
-        ctx.set_forkserver_preload(["numpy", "loo_adapt.stan.pool"])
+        # workers fork from a server that has already imported numpy, scipy and the refit code
+        ctx.set_forkserver_preload(["numpy", "scipy.stats", "loo_adapt.stan.refit"])
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -459,6 +469,8 @@ class LocalProcessPool:
     ----------
     workers : number of worker processes.
     needs_main : whether the tasks reference the main script (see module docstring).
+    blas_threads : BLAS threads per worker (default cores // workers; applied with
+        threadpoolctl when it is installed), so numpy-heavy tasks do not oversubscribe.
 
     Examples
     --------
@@ -469,8 +481,10 @@ class LocalProcessPool:
 
     hard_kill = True
 
-    def __init__(self, workers: int, *, needs_main: bool = True):
+    def __init__(self, workers: int, *, needs_main: bool = True,
+                 blas_threads: int | None = None):
         self.capacity = max(1, int(workers))
+        self._blas = blas_threads or max(1, available_cores() // self.capacity)
         self._ctx = _mp_context()
         self._needs_main = needs_main
         self._slots: list[_Slot] = []
@@ -481,8 +495,8 @@ class LocalProcessPool:
 
     def _start(self) -> _Slot:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_worker_main, args=(child_conn,), daemon=True,
-                                 name="loo-adapt-worker")
+        proc = self._ctx.Process(target=_worker_main, args=(child_conn, self._blas),
+                                 daemon=True, name="loo-adapt-worker")
         with _main_hidden(not self._needs_main):
             proc.start()
         child_conn.close()

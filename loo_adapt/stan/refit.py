@@ -237,6 +237,10 @@ class RefitResult:
     estimated_seconds_planned : the same for the refits actually scheduled.
     n_samples : number of held-out draws per refit (0 where not refitted).
     workers, parallel_chains : the scheduling used (parallel_chains 0: the backend's default).
+    wall_seconds : wall time of the whole call.
+    startup_seconds : wall time until the first refit's result minus that refit's own time
+        (starting the worker processes, compiling, sending the job): not part of the
+        estimate, which is per refit.
     log_lik : the held-out log-likelihood draws (chains, draws) per index, None if not refitted.
     """
 
@@ -261,6 +265,8 @@ class RefitResult:
     n_divergent: np.ndarray | None = None
     workers: int = 1
     parallel_chains: int = 0
+    wall_seconds: float = 0.0
+    startup_seconds: float = 0.0
 
     def __post_init__(self):
         k = len(self.indices)
@@ -718,6 +724,8 @@ def refit_loo(
                                 **limits)
                 first = res.seconds[first_pos] if res.refitted[first_pos] else np.nan
                 head = first
+                if np.isfinite(first):
+                    res.startup_seconds = time.perf_counter() - start - first
                 if not res.refitted[first_pos]:
                     rest_all += 1
             rest = len(todo)
@@ -773,6 +781,7 @@ def refit_loo(
             UserWarning,
             stacklevel=2,
         )
+    res.wall_seconds = time.perf_counter() - start
     _warn_unverified(res, "refit", stacklevel=3)
     return res
 
