@@ -38,9 +38,9 @@ from loo_adapt.stan.refit import (
     _n_divergent,
     _program_fingerprint,
     _progress_bar,
+    _schedule,
     convergence_check,
     heldout_elpd,
-    schedule,
 )
 
 __all__ = ["kfold", "kfold_split"]
@@ -366,7 +366,7 @@ def kfold(
 
     todo = [k for k in range(n_folds) if fold_status[k] == "pending"]
     need_full = "lpd" not in full
-    workers, parallel = schedule(len(todo) + need_full, chains if use_program else 1, n_jobs,
+    workers, parallel = _schedule(len(todo) + need_full, chains if use_program else 1, n_jobs,
                                  executor)
     job_program = program.compiled() if use_program and (todo or need_full) else program
     job = _FoldJob(program=job_program if use_program else None, refit_fn=refit_fn,

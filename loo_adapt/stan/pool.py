@@ -507,6 +507,7 @@ class LocalProcessPool:
         return [s.process.pid for s in self._slots]
 
     def submit(self, key, fn, args) -> None:
+        """Send ``fn(*args)`` to an idle worker; its result comes back from `poll`."""
         slot = next((s for s in self._slots if s.key is None), None)
         if slot is None:
             raise RuntimeError("no idle worker")  # run_tasks never over-submits
@@ -532,6 +533,7 @@ class LocalProcessPool:
         slot.conn.close()
 
     def poll(self, timeout: float) -> list[tuple]:
+        """Wait up to ``timeout`` s; finished tasks as (key, "ok" | "error" | "died", value)."""
         busy = [s for s in self._slots if s.key is not None or not s.ready]
         if not busy:
             time.sleep(min(timeout, 0.05))
@@ -568,6 +570,7 @@ class LocalProcessPool:
         return out
 
     def kill(self, key) -> bool:
+        """Terminate the worker running ``key`` and start a new one; True if it was found."""
         self._started.pop(key, None)
         for slot in self._slots:
             if slot.key == key:
@@ -576,6 +579,7 @@ class LocalProcessPool:
         return False
 
     def close(self, kill: bool = False) -> None:
+        """Stop every worker (``kill``: terminate at once, else let idle ones exit)."""
         if self._closed:
             return
         self._closed = True
@@ -647,6 +651,7 @@ class ExecutorPool:
         self._started: dict = {}
 
     def submit(self, key, fn, args) -> None:
+        """Submit ``fn(*args)`` to the executor (dask: ``pure=False``, so never cached)."""
         if self._dask:
             fut = self._ex.submit(fn, *args, pure=False)
             self._started[key] = time.monotonic()  # dask does not say when a task starts
@@ -662,6 +667,7 @@ class ExecutorPool:
         return self._started.get(key)
 
     def poll(self, timeout: float) -> list[tuple]:
+        """Wait up to ``timeout`` s; finished tasks as (key, "ok" | "error" | "died", value)."""
         deadline = time.monotonic() + timeout
         while True:
             done = [k for k, f in self._futures.items() if f.done()]
@@ -682,6 +688,7 @@ class ExecutorPool:
         return out
 
     def kill(self, key) -> bool:
+        """Cancel ``key`` if it has not started; a running task cannot be stopped (False)."""
         self._started.pop(key, None)
         fut = self._futures.pop(key, None)
         if fut is not None:
@@ -689,6 +696,7 @@ class ExecutorPool:
         return False
 
     def close(self, kill: bool = False) -> None:
+        """Cancel this pool's pending futures (the executor itself stays the caller's)."""
         for fut in self._futures.values():
             fut.cancel()
         self._futures.clear()
@@ -711,12 +719,14 @@ class SerialPool:
         self._queue: deque = deque()
 
     def submit(self, key, fn, args) -> None:
+        """Queue ``fn(*args)``; it runs in this process at the next `poll`."""
         self._queue.append((key, fn, args))
 
     def started_at(self, key) -> float | None:
         return None  # runs inside poll(); nothing can interrupt it
 
     def poll(self, timeout: float) -> list[tuple]:
+        """Run the next queued task now and return its outcome."""
         if not self._queue:
             return []
         key, fn, args = self._queue.popleft()
@@ -726,9 +736,11 @@ class SerialPool:
             return [(key, "error", describe_error(err))]
 
     def kill(self, key) -> bool:
+        """A task running in this process cannot be stopped."""
         return False
 
     def close(self, kill: bool = False) -> None:
+        """Drop queued tasks."""
         self._queue.clear()
 
 

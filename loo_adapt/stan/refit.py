@@ -493,7 +493,7 @@ def _fn_name(fn) -> str | None:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
-def schedule(n_tasks: int, chains_per_task: int, n_jobs, executor):
+def _schedule(n_tasks: int, chains_per_task: int, n_jobs, executor):
     """(pool workers, parallel chains per task or None) for ``n_tasks`` fits.
 
     Local pool: workers x chains <= cores (:func:`loo_adapt.stan.pool.plan_workers`); with an
@@ -656,7 +656,7 @@ def refit_loo(
 
     todo = [p for p in range(planned) if not res.refitted[p]]
     chains_per_task = chains if use_program else 1
-    workers, parallel = schedule(len(todo), chains_per_task, n_jobs, executor)
+    workers, parallel = _schedule(len(todo), chains_per_task, n_jobs, executor)
     job_program = program
     if use_program and todo:
         job_program = program.compiled()  # compile once, before any worker starts
