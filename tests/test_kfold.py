@@ -202,3 +202,35 @@ def test_bundled_logistic_kfold_with_k_equal_n_is_exact_loo(program):
     table = az.compare({"k3": k3, "loo": loo}, ic="loo")
     assert sorted(table.index) == ["k3", "loo"]
     assert table.loc["k3", "elpd_loo"] == pytest.approx(float(k3["elpd_loo"]))
+
+
+class PidLinRefit(LinRefit):
+    """LinRefit that leaves a file named after the process that ran each fold."""
+
+    def __init__(self, tau, log_dir):
+        super().__init__(tau)
+        self.log_dir = str(log_dir)
+
+    def __call__(self, rows, seed):
+        import os
+
+        pathlib.Path(self.log_dir, f"{os.getpid()}_{rows[0]}").touch()
+        return super().__call__(rows, seed)
+
+
+def test_kfold_folds_run_on_the_workers_of_a_dask_cluster(tmp_path):
+    import os
+
+    distributed = pytest.importorskip("distributed")
+    serial = kfold(refit_fn=LinRefit(1.0), n_obs=N, K=4, log_lik=full_log_lik(1.0), seed=2,
+                   n_jobs=1, progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        res = kfold(refit_fn=PidLinRefit(1.0, tmp_path), n_obs=N, K=4,
+                    log_lik=full_log_lik(1.0), seed=2, executor=client, progress=False)
+        worker_pids = set(client.run(os.getpid).values())
+    np.testing.assert_array_equal(res.loo_adapt.elpd_loo, serial.loo_adapt.elpd_loo)
+    fold_pids = {int(f.name.split("_")[0]) for f in tmp_path.iterdir()}
+    assert len(list(tmp_path.iterdir())) == 4
+    assert fold_pids <= worker_pids and os.getpid() not in fold_pids
