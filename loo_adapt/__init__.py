@@ -32,6 +32,7 @@ _LAZY = {
     "plot_khat": ("loo_adapt.evaluation.plots", "plot_khat"),
     "StanProgram": ("loo_adapt.stan.program", "StanProgram"),
     "refit_loo": ("loo_adapt.stan.refit", "refit_loo"),
+    "kfold": ("loo_adapt.kfold", "kfold"),
     "load_ovarian": ("loo_adapt.datasets", "load_ovarian"),
 }
 

@@ -20,9 +20,11 @@ column names (``W1[2,3]`` / ``W1.2.3``) so no backend's storage order is trusted
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.resources
 import json
+import logging
 import os
 import pathlib
 import re
@@ -379,6 +381,50 @@ def _cmdstan_model(path: pathlib.Path):
     return cmdstanpy.CmdStanModel(stan_file=str(target))
 
 
+@contextlib.contextmanager
+def quiet_cmdstanpy(verbose: bool = False):
+    """Silence cmdstanpy's INFO lines (one per chain start / finish) unless ``verbose``.
+
+    Parameters
+    ----------
+    verbose : keep cmdstanpy's logging as it is.
+
+    Examples
+    --------
+    >>> with quiet_cmdstanpy():
+    ...     pass
+    """
+    log = logging.getLogger("cmdstanpy")
+    previous = log.level
+    if not verbose and log.getEffectiveLevel() < logging.WARNING:
+        log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(previous)
+
+
+def compile_model(name_or_stan_file, *, verbose: bool = False):
+    """Compile a program with CmdStan once (into the cache); later fits reuse the executable.
+
+    Parameters
+    ----------
+    name_or_stan_file : bundled program name or ``.stan`` path.
+    verbose : show cmdstanpy's INFO logging.
+
+    Returns
+    -------
+    cmdstanpy.CmdStanModel
+
+    Examples
+    --------
+    >>> compile_model("logistic_normal")  # doctest: +SKIP
+    """
+    path, _ = _resolve_program(name_or_stan_file)
+    with quiet_cmdstanpy(verbose):
+        return _cmdstan_model(path)
+
+
 def _check_counts(chains, warmup, draws):
     for key, v, low in (("chains", chains, 1), ("warmup", warmup, 0), ("draws", draws, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
@@ -399,8 +445,13 @@ def fit(
     max_treedepth: int = 10,
     refresh: int | None = None,
     show_progress: bool = False,
+    parallel_chains: int | None = None,
+    verbose: bool = False,
 ) -> Draws:
     """NUTS fit of a bundled program (by name) or a ``.stan`` file; returns ``Draws``.
+
+    ``parallel_chains`` caps the chains sampled at once (None: all of them, up to the cores);
+    ``verbose`` keeps cmdstanpy's INFO logging, which is silenced otherwise.
 
     ``data``: a dict (e.g. from :func:`stan_data`) or a JSON file. ``mixis=True`` sets the
     program's ``mixis`` flag, so the draws come from the mixture-IS proposal rather than the
@@ -421,14 +472,18 @@ def fit(
         f"warm-up, seed {seed}" + (", mixis proposal" if data.get("mixis") else "")
     )
     delta = 0.8 if adapt_delta is None else float(adapt_delta)
+    if parallel_chains is not None:
+        _check_counts(parallel_chains, 0, 1)
+    parallel = min(chains, parallel_chains or os.cpu_count() or 1)
     if chosen == "cmdstan":
-        model = _cmdstan_model(path)
-        result = model.sample(
-            data=_jsonable(data), chains=chains, iter_warmup=warmup, iter_sampling=draws,
-            seed=seed, adapt_delta=delta, max_treedepth=max_treedepth,
-            refresh=refresh if refresh > 0 else None, show_progress=show_progress,
-            sig_figs=18, parallel_chains=min(chains, os.cpu_count() or 1),
-        )
+        with quiet_cmdstanpy(verbose):
+            model = _cmdstan_model(path)
+            result = model.sample(
+                data=_jsonable(data), chains=chains, iter_warmup=warmup, iter_sampling=draws,
+                seed=seed, adapt_delta=delta, max_treedepth=max_treedepth,
+                refresh=refresh if refresh > 0 else None, show_progress=show_progress,
+                sig_figs=18, parallel_chains=parallel,
+            )
         return draws_from_cmdstanpy(result, source=source)
     if chosen == "stanli":
         import stanli
@@ -436,7 +491,7 @@ def fit(
         model = stanli.Model(stan_file=str(path), data=_jsonable(data), seed=seed)
         result = model.sample(
             chains=chains, seed=seed, warmup=warmup, samples=draws, delta=delta,
-            max_depth=max_treedepth, refresh=refresh,
+            max_depth=max_treedepth, refresh=refresh, parallel_chains=parallel,
         )
         from loo_adapt.io.readers import read_stanli
 
@@ -487,18 +542,19 @@ def fit_method(
             f"method={method!r} is not supported by the {chosen!r} backend (it only runs NUTS); "
             "install CmdStan for variational, Laplace and Pathfinder fits"
         )
-    model = _cmdstan_model(path)
     common = dict(data=_jsonable(data), seed=seed, show_console=show_progress, sig_figs=18)
     common.update(kwargs)
-    if method == "variational":
-        result = model.variational(draws=draws, **common)
-    elif method == "laplace":
-        result = model.laplace_sample(draws=draws, **common)
-    else:
-        common.setdefault("num_paths", 1)
-        if common["num_paths"] == 1:
-            common.setdefault("psis_resample", False)
-        result = model.pathfinder(draws=draws, **common)
+    with quiet_cmdstanpy(show_progress):
+        model = _cmdstan_model(path)
+        if method == "variational":
+            result = model.variational(draws=draws, **common)
+        elif method == "laplace":
+            result = model.laplace_sample(draws=draws, **common)
+        else:
+            common.setdefault("num_paths", 1)
+            if common["num_paths"] == 1:
+                common.setdefault("psis_resample", False)
+            result = model.pathfinder(draws=draws, **common)
     return draws_from_cmdstanpy(
         result, source=f"cmdstan {method} fit of {path.name}, {draws} draws, seed {seed}"
     )

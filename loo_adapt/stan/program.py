@@ -29,6 +29,55 @@ from loo_adapt.stan import backends as _stan
 
 __all__ = ["StanProgram"]
 
+
+class _ChainJob:
+    """One chain of a fit, run in a worker (module level, so that it pickles)."""
+
+    def __init__(self, stan_file, data, mixis, opts):
+        self.stan_file, self.data, self.mixis, self.opts = stan_file, data, mixis, opts
+
+    @staticmethod
+    def run(job, seed: int) -> Draws:
+        return _stan.fit(job.stan_file, job.data, mixis=job.mixis, seed=seed, **job.opts)
+
+
+def _draws_to_arrays(draws: Draws) -> tuple[dict, dict]:
+    arrays = {f"v__{k}": v for k, v in draws.variables.items()}
+    arrays.update({f"s__{k}": np.asarray(v) for k, v in draws.sample_stats.items()})
+    for name in ("log_p", "log_q"):
+        if getattr(draws, name) is not None:
+            arrays[name] = getattr(draws, name)
+    return arrays, {"method": draws.method, "source": draws.source}
+
+
+def _draws_from_arrays(arrays: dict, meta: dict) -> Draws:
+    return Draws(
+        variables={k[3:]: v for k, v in arrays.items() if k.startswith("v__")},
+        sample_stats={k[3:]: v for k, v in arrays.items() if k.startswith("s__")},
+        log_p=arrays.get("log_p"), log_q=arrays.get("log_q"), method=meta["method"],
+        source=meta["source"],
+    )
+
+
+def _combine_chains(parts: list[Draws]) -> Draws:
+    """Single-chain (or few-chain) fits stacked along the chain axis."""
+    first = parts[0]
+
+    def cat(values):
+        return None if values[0] is None else np.concatenate(values, axis=0)
+
+    stats = {k: np.concatenate([np.asarray(p.sample_stats[k]) for p in parts], axis=0)
+             for k in first.sample_stats if all(k in p.sample_stats for p in parts)}
+    source = first.source
+    if len(parts) > 1:
+        source = f"{source} (+{len(parts) - 1} more chain(s) run as separate jobs)"
+    return Draws(
+        variables={k: np.concatenate([p.variables[k] for p in parts], axis=0)
+                   for k in first.variables},
+        method=first.method, log_p=cat([p.log_p for p in parts]),
+        log_q=cat([p.log_q for p in parts]), sample_stats=stats, source=source,
+    )
+
 _MIXIS_DECL = re.compile(r"\bint\s*<[^>]*>\s*mixis\s*;|\bint\s+mixis\s*;")
 
 
@@ -191,16 +240,25 @@ class StanProgram:
             )
         return per_obs
 
-    def data_without(self, i: int) -> dict:
-        """The data without observation ``i`` (0-based): per-observation rows dropped, N - 1."""
+    def data_without(self, i) -> dict:
+        """The data without observation ``i`` (0-based): per-observation rows dropped, N - 1.
+
+        ``i`` may also be a sequence of distinct indices (a K-fold fold): all of them are
+        dropped and N shrinks by their number.
+        """
         n = self.n_obs
-        i = _check_index(i, n)
-        if n < 2:
-            raise ValueError("cannot leave out the only observation")
+        if np.ndim(i) == 0:
+            rows = np.array([_check_index(i, n)])
+        else:
+            rows = np.array([_check_index(j, n) for j in i], dtype=np.int64)
+            if rows.size == 0 or len(np.unique(rows)) != rows.size:
+                raise ValueError("the rows to leave out must be distinct and at least one")
+        if n - rows.size < 1:
+            raise ValueError("cannot leave out every observation")
         out = dict(self.data)
         for name, axis in self.observation_vars().items():
-            out[name] = np.delete(np.asarray(self.data[name]), i, axis=axis)
-        out["N"] = n - 1
+            out[name] = np.delete(np.asarray(self.data[name]), rows, axis=axis)
+        out["N"] = n - rows.size
         return out
 
     # ---- fits -----------------------------------------------------------------------------
@@ -209,11 +267,23 @@ class StanProgram:
         opts.setdefault("backend", self.backend)
         return opts
 
-    def fit(self, *, mixis: bool = False, seed: int = 1, **kw) -> Draws:
+    def fit(self, *, mixis: bool = False, seed: int = 1, executor=None, checkpoint=None,
+            timeout: float | None = None, n_jobs: int | None = None, **kw) -> Draws:
         """NUTS fit of the program on the full data (``mixis=True``: the MixIS proposal).
 
         Keyword arguments go to :func:`loo_adapt.stan.backends.fit` (chains, draws, warmup,
         adapt_delta, ...), over ``fit_kwargs``.
+
+        With ``executor``, ``checkpoint``, ``timeout`` or ``n_jobs`` the chains run as
+        separate single-chain jobs (chain c with seed ``seed + c``) on the executor of
+        :mod:`loo_adapt.stan.pool` (None: local worker processes, workers <= cores), each
+        finished chain saved to ``checkpoint`` (a rerun with it fits only missing chains),
+        and are combined; a chain that fails or runs past ``timeout`` is left out with a
+        warning (an error if none is left).
+
+        Examples
+        --------
+        >>> mix = prog.fit(mixis=True, chains=4, executor=client)  # doctest: +SKIP
         """
         if mixis and not self._declares_mixis:
             raise ValueError(
@@ -223,15 +293,108 @@ class StanProgram:
                 "`if (mixis) target += log_sum_exp(-ll);` (the Silva & Zanella mixture "
                 "proposal); the bundled programs show the pattern"
             )
-        return _stan.fit(self.stan_file, self.data, mixis=mixis, seed=seed,
-                         **self._fit_options(kw))
+        if executor is None and checkpoint is None and timeout is None and n_jobs is None:
+            return _stan.fit(self.stan_file, self.data, mixis=mixis, seed=seed,
+                             **self._fit_options(kw))
+        return self._fit_chains(mixis, seed, executor, checkpoint, timeout, n_jobs, kw)
 
-    def refit_without(self, i: int, *, seed: int, chains: int = 4, draws: int = 1000,
-                      warmup: int = 1000) -> Draws:
-        """Exact LOO refit: NUTS on the data without observation ``i``."""
+    def _fit_chains(self, mixis, seed, executor, checkpoint, timeout, n_jobs, kw) -> Draws:
+        import warnings
+
+        from loo_adapt.stan import pool as _pool
+        from loo_adapt.stan.refit import _check_int, _check_seconds, _program_fingerprint
+
+        _pool.check_not_bootstrapping("StanProgram.fit")
+        kw = dict(kw)
+        chains = _check_int("chains", kw.pop("chains", 4), 1, allow_none=False)
+        kw.pop("parallel_chains", None)
+        timeout = _check_seconds("timeout", timeout)
+        n_jobs = _check_int("n_jobs", n_jobs, 1)
+        ck = None
+        if checkpoint is not None:
+            ck = _pool.Checkpoint(checkpoint, "chains", _pool.fingerprint(
+                _program_fingerprint(self), bool(mixis), seed, chains,
+                {k: v for k, v in self._fit_options(kw).items() if k != "backend"}))
+        done: dict[int, Draws] = {}
+        if ck is not None:
+            for key, (arrays, meta) in ck.load().items():
+                if key.startswith("chain_"):
+                    done[int(key[6:])] = _draws_from_arrays(arrays, meta)
+        todo = [c for c in range(chains) if c not in done]
+        failed: dict[int, str] = {}
+
+        def on_result(key, kind, value):
+            c = key
+            if kind == "ok":
+                done[c] = value
+                if ck is not None:
+                    arrays, meta = _draws_to_arrays(value)
+                    ck.save(f"chain_{c}", arrays, meta)
+            else:
+                failed[c] = value
+
+        if todo:
+            prepared = self.compiled()
+            opts = {**prepared._fit_options(kw), "chains": 1, "parallel_chains": 1}
+            job = _ChainJob(prepared.stan_file, prepared.data, bool(mixis), opts)
+            workers, _ = (None, None) if executor is not None else _pool.plan_workers(
+                len(todo), 1, n_jobs)
+            pool, _ = _pool.make_pool(executor, workers or 1, job, timeout=timeout)
+            try:
+                _pool.run_tasks([(c, _ChainJob.run, (job, seed + c)) for c in todo], pool,
+                                on_result=on_result, timeout=timeout)
+            finally:
+                pool.close(kill=True)
+        if not done:
+            raise RuntimeError(
+                "every chain of the fit failed: " + "; ".join(
+                    f"chain {c}: {why}" for c, why in sorted(failed.items())))
+        if failed:
+            warnings.warn(
+                f"{len(failed)} of {chains} chains failed and are left out of the "
+                f"{'mixture (MixIS)' if mixis else 'posterior'} fit: " + "; ".join(
+                    f"chain {c}: {why}" for c, why in sorted(failed.items())),
+                UserWarning, stacklevel=3)
+        return _combine_chains([done[c] for c in sorted(done)])
+
+    def refit_without(self, i, *, seed: int, chains: int = 4, draws: int = 1000,
+                      warmup: int = 1000, parallel_chains: int | None = None) -> Draws:
+        """Exact LOO refit: NUTS on the data without observation ``i`` (or rows ``i``).
+
+        ``parallel_chains`` caps the chains run at once (None: the backend's default), so
+        that refits running side by side do not oversubscribe the cores.
+        """
         data = self.data_without(i)
+        opts = self._fit_options({})
+        if parallel_chains is not None:
+            opts["parallel_chains"] = parallel_chains
         return _stan.fit(self.stan_file, data, seed=seed, chains=chains, draws=draws,
-                         warmup=warmup, **self._fit_options({}))
+                         warmup=warmup, **opts)
+
+    def compiled(self) -> StanProgram:
+        """This program with its backend resolved and its model compiled, ready for workers.
+
+        CmdStan compiles the executable here, once, into the cache every worker then reuses
+        (so no refit's time includes a compile); ``backend="auto"`` is resolved so workers do
+        not probe for backends again. Returns a shallow copy; ``self`` is unchanged.
+
+        Returns
+        -------
+        StanProgram
+
+        Examples
+        --------
+        >>> prog = StanProgram("logistic_normal", data)  # doctest: +SKIP
+        >>> prog.compiled().backend in ("cmdstan", "stanli", "pystan")  # doctest: +SKIP
+        True
+        """
+        import copy
+
+        out = copy.copy(self)
+        out.backend = _stan.select_backend(self.backend)
+        if out.backend == "cmdstan":
+            _stan.compile_model(self.stan_file)
+        return out
 
     # ---- log densities --------------------------------------------------------------------
     def log_density(self):

@@ -1,23 +1,37 @@
 """Exact LOO by refitting: the fallback for observations no importance sampler can fix.
 
 ``refit_loo(indices, program)`` refits the model without each listed observation (the
-caller orders them by severity, most severe first), in worker processes, and returns the
-held-out elpd of each with its Monte Carlo error.  Alternatively ``refit_fn`` supplies the
-held-out log-likelihood draws itself, as a callable ``refit_fn(i)`` or an arviz
-``SamplingWrapper``-like object (``sel_observations``, ``sample``, ``get_inference_data``,
-``log_likelihood__i``).
+caller orders them by severity, most severe first) and returns, per observation, the
+held-out elpd with its Monte Carlo error, whether the refit is verified (``reliable``) and,
+if not, why (``reason``).  Alternatively ``refit_fn`` supplies the held-out log-likelihood
+draws itself, as a callable ``refit_fn(i)`` or an arviz ``SamplingWrapper``-like object
+(``sel_observations``, ``sample``, ``get_inference_data``, ``log_likelihood__i``).
 
-Cost control.  The first refit runs alone and is timed; the estimated cost of the rest,
-``first * remaining / n_jobs``, is logged (logger ``loo_adapt.stan.refit``, INFO) and written above
-the progress bar *before* the rest starts.  With ``max_refits`` / ``max_seconds`` only the
-leading observations that fit in the budget are refitted; the rest are reported in
-``RefitResult.not_refitted`` (and a warning says so).  The time limit is also enforced while
-running: pending refits are cancelled once ``max_seconds`` has passed.
+Where the refits run (:mod:`loo_adapt.stan.pool`): ``executor=None`` is a local pool of worker
+processes; any ``concurrent.futures.Executor`` or a ``dask.distributed.Client`` may be given.
+By default workers x chains <= cores (each CmdStan / stanli refit runs its chains in parallel,
+so on 2 cores a 4-chain refit gets both cores and refits run one at a time).  The program is
+compiled once, before any worker starts.
 
-Workers are started with ``forkserver`` (``spawn`` where unavailable), never plain ``fork``:
-the parent may already run sampler or numba threads, and a forked copy of a thread pool can
-deadlock.  So the program / ``refit_fn`` must be picklable (a module-level function, not a
-lambda); if it is not, the refits run serially in this process with a warning.
+Cost control.  The first refit runs alone and is timed inside its worker (it does not compile:
+that happened before), and the estimated cost of the rest, ``first * ceil(remaining /
+workers)``, is logged (logger ``loo_adapt.stan.refit``, INFO) and written above the progress
+bar before the rest starts.  With ``max_refits`` / ``max_seconds`` only the leading
+observations that fit in the budget are refitted; the rest are reported in
+``RefitResult.not_refitted``.  The time limit is also enforced while running: pending refits
+are not started once ``max_seconds`` has passed.
+
+Faults lose nothing.  A refit that raises, returns NaN, runs past ``timeout`` seconds (its
+worker is terminated) or whose worker dies (retried once) makes that row unverified with the
+reason; the others go on.  With ``checkpoint=DIR`` each finished refit is written to DIR as it
+completes (one file per row, written then renamed), and a rerun with the same DIR skips them.
+SIGINT and SIGTERM stop every worker and re-raise; what finished is in the checkpoint.
+
+Convergence.  Every refit is checked: divergent transitions (from the sampler's
+diagnostics, when the refit is a fit of ``program``), rank-normalised split R-hat and bulk ESS
+of the held-out log-likelihood draws.  A refit that fails the check is run once more with
+twice the warm-up and draws (``program`` refits) and, if it fails again (or cannot be rerun
+longer: ``refit_fn``), is reported unverified with the reason, never "reliable".
 
 Monte Carlo error.  ``elpd_i = log mean_s exp(ll_s)``; by the delta method its standard
 error is ``sd(exp(ll)) / (mean(exp(ll)) sqrt(ESS))``, computed as ``sd(r) / sqrt(ESS)`` with
@@ -30,27 +44,26 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-import multiprocessing
-import os
-import pickle
 import time
 import warnings
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from time import monotonic as time_mono
 
 import numpy as np
+from scipy import stats
 from scipy.special import logsumexp
 
-from loo_adapt.core.ess import relative_eff
+from loo_adapt.core.ess import ess_mean, relative_eff
 from loo_adapt.result import PointwiseLoo
+from loo_adapt.stan import pool as _pool
 
-__all__ = ["RefitResult", "refit_loo", "heldout_elpd"]
+__all__ = ["RefitResult", "refit_loo", "heldout_elpd", "convergence_check"]
 
 logger = logging.getLogger("loo_adapt.stan.refit")
 
 _WRAPPER_METHODS = ("sel_observations", "sample", "get_inference_data", "log_likelihood__i")
-
-
+#: seed offset of the longer rerun of a refit that did not converge
+RETRY_SEED_OFFSET = 1_000_003
 # --------------------------------------------------------------------------------------------
 # array core: one observation's held-out draws -> elpd, MCSE, ESS
 # --------------------------------------------------------------------------------------------
@@ -93,24 +106,141 @@ def heldout_elpd(log_lik) -> tuple[float, float, float]:
     return elpd, mcse, ess
 
 
+
+
+# --------------------------------------------------------------------------------------------
+# convergence of one refit: divergences, rank-normalised R-hat, bulk ESS (Vehtari et al. 2021)
+# --------------------------------------------------------------------------------------------
+def _rank_normal(x: np.ndarray) -> np.ndarray:
+    ranks = stats.rankdata(x, method="average").reshape(x.shape)
+    return stats.norm.ppf((ranks - 0.375) / (x.size + 0.25))
+
+
+def _split_rhat(x: np.ndarray) -> float:
+    half = x.shape[1] // 2
+    split = np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
+    n = split.shape[1]
+    within = np.mean(np.var(split, axis=1, ddof=1))
+    between = n * np.var(np.mean(split, axis=1), ddof=1)
+    return float(np.sqrt(((n - 1) / n * within + between / n) / within))
+
+
+def rhat_rank(x) -> float:
+    """Rank-normalised split R-hat (max of bulk and folded), as arviz ``rhat(method="rank")``.
+
+    Parameters
+    ----------
+    x : (chains, draws) array.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(4, 500))
+    >>> bool(rhat_rank(x) < 1.01)
+    True
+    """
+    x = np.asarray(x, dtype=np.float64)
+    bulk = _split_rhat(_rank_normal(x))
+    tail = _split_rhat(_rank_normal(np.abs(x - np.median(x))))
+    return max(bulk, tail)
+
+
+def ess_bulk(x) -> float:
+    """Bulk effective sample size (rank-normalised split chains), as arviz ``ess(method="bulk")``.
+
+    Parameters
+    ----------
+    x : (chains, draws) array.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(4, 500))
+    >>> bool(1500 < ess_bulk(x) < 2500)
+    True
+    """
+    x = np.asarray(x, dtype=np.float64)
+    return float(ess_mean(_rank_normal(x)))
+
+
+def convergence_check(log_lik, n_divergent: int = -1, *, max_rhat: float = 1.01,
+                      min_ess: float | None = None) -> tuple[str, float, float]:
+    """Is a refit converged enough to trust its held-out elpd?
+
+    Parameters
+    ----------
+    log_lik : held-out log-likelihood draws, (chains, draws).
+    n_divergent : divergent transitions of the refit (-1: not known).
+    max_rhat : largest accepted rank-normalised R-hat of the held-out log-likelihood.
+    min_ess : smallest accepted bulk ESS of it (default 100 per chain).
+
+    Returns
+    -------
+    (reason, rhat, ess_bulk) : reason is "" when every check passes, else what failed.
+
+    Examples
+    --------
+    >>> ll = np.random.default_rng(1).normal(size=(4, 250))
+    >>> convergence_check(ll, 0)[0]
+    ''
+    >>> convergence_check(ll, 3)[0]
+    'not converged: 3 divergent transition(s)'
+    """
+    ll = _as_chains(log_lik)
+    if np.ptp(ll) == 0 or not np.all(np.isfinite(ll)):
+        # a constant held-out likelihood is exact; -inf draws: R-hat/ESS are undefined, and
+        # the checks below would be meaningless; divergences still count
+        rhat, ess = np.nan, np.nan
+    else:
+        rhat, ess = rhat_rank(ll), ess_bulk(ll)
+    min_ess = 100.0 * ll.shape[0] if min_ess is None else float(min_ess)
+    reasons = []
+    if n_divergent > 0:
+        reasons.append(f"{n_divergent} divergent transition(s)")
+    if np.isfinite(rhat) and rhat > max_rhat:
+        reasons.append(f"R-hat {rhat:.3f} > {max_rhat:g}")
+    if np.isfinite(ess) and ess < min_ess:
+        reasons.append(f"bulk ESS {ess:.0f} < {min_ess:.0f}")
+    reason = "not converged: " + ", ".join(reasons) if reasons else ""
+    return reason, float(rhat), float(ess)
+
+
 # --------------------------------------------------------------------------------------------
 # result
 # --------------------------------------------------------------------------------------------
 @dataclass
 class RefitResult:
-    """Exact LOO refits. Arrays are aligned to ``indices`` (NaN where not refitted).
+    """Exact LOO refits. Arrays are aligned to ``indices`` (NaN where there is no estimate).
 
     indices : observations asked for, in the caller's order (most severe first).
     elpd_loo, mcse_elpd_loo : held-out log predictive density and its Monte Carlo error.
+    reliable : the refit finished and passed the convergence check.
+    reason : why a row is not reliable ("" where it is): the failure, the timeout, the
+        convergence check, or the limit that left it out.
+    status : "ok", "unconverged" (an estimate, not verified), "error", "timeout", "died",
+        "skipped" (left out by max_refits / max_seconds).
     ess : effective sample size of exp(held-out log-lik) across the refit's chains.
+    rhat, ess_bulk, n_divergent : the convergence diagnostics (NaN / -1 where unknown).
     loo_prob : P(y_i = 1 | y_-i) for a binary outcome, else NaN.
-    seconds : wall time of each refit.
-    seeds : seed of each refit (-1 where not refitted or not applicable).
-    refitted : bool mask; ``not_refitted`` lists the indices left out by the limits.
-    estimated_seconds_total : estimated wall time of refitting every index asked for
-        (first refit + first * remaining / n_jobs), known before the rest started.
+    seconds : wall time of each refit (measured in its worker).
+    seeds : seed of each refit (-1 where not refitted).
+    refitted : bool mask of rows with an estimate; ``not_refitted`` lists the indices left out
+        by the limits.
+    estimated_seconds_total : estimated wall time of refitting every index asked for,
+        first + first * ceil(remaining / workers), known before the rest started.
     estimated_seconds_planned : the same for the refits actually scheduled.
     n_samples : number of held-out draws per refit (0 where not refitted).
+    workers, parallel_chains : the scheduling used (parallel_chains 0: the backend's default).
+    wall_seconds : wall time of the whole call.
+    startup_seconds : wall time until the first refit's result minus that refit's own time
+        (starting the worker processes, compiling, sending the job): not part of the
+        estimate, which is per refit.
     log_lik : the held-out log-likelihood draws (chains, draws) per index, None if not refitted.
     """
 
@@ -127,17 +257,62 @@ class RefitResult:
     estimated_seconds_planned: float
     n_samples: np.ndarray
     log_lik: list = field(default_factory=list, repr=False)
+    reliable: np.ndarray | None = None
+    reason: np.ndarray | None = None
+    status: np.ndarray | None = None
+    rhat: np.ndarray | None = None
+    ess_bulk: np.ndarray | None = None
+    n_divergent: np.ndarray | None = None
+    workers: int = 1
+    parallel_chains: int = 0
+    wall_seconds: float = 0.0
+    startup_seconds: float = 0.0
+
+    def __post_init__(self):
+        k = len(self.indices)
+        if self.reliable is None:
+            self.reliable = np.asarray(self.refitted, dtype=bool).copy()
+        if self.reason is None:
+            self.reason = np.full(k, "", dtype=object)
+        if self.status is None:
+            self.status = np.where(self.refitted, "ok", "skipped").astype(object)
+        for name in ("rhat", "ess_bulk"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.full(k, np.nan))
+        if self.n_divergent is None:
+            self.n_divergent = np.full(k, -1, dtype=np.int64)
+
+    @classmethod
+    def empty(cls, indices) -> RefitResult:
+        """A result for ``indices`` with nothing refitted yet (every row "skipped")."""
+        k = len(indices)
+        return cls(
+            indices=np.asarray(indices, dtype=np.int64), elpd_loo=np.full(k, np.nan),
+            mcse_elpd_loo=np.full(k, np.nan), ess=np.full(k, np.nan),
+            loo_prob=np.full(k, np.nan), seconds=np.full(k, np.nan),
+            seeds=np.full(k, -1, dtype=np.int64), refitted=np.zeros(k, dtype=bool),
+            not_refitted=np.empty(0, dtype=np.int64), estimated_seconds_total=0.0,
+            estimated_seconds_planned=0.0, n_samples=np.zeros(k, dtype=np.int64),
+            log_lik=[None] * k,
+        )
 
     @property
     def n_refitted(self) -> int:
         return int(np.sum(self.refitted))
 
+    @property
+    def failed(self) -> np.ndarray:
+        """Rows whose refit raised, returned NaN, timed out or lost its worker."""
+        return np.isin(self.status.astype(str), ("error", "timeout", "died"))
+
     def apply_to(self, result: PointwiseLoo) -> PointwiseLoo:
         """Write the refitted observations into ``result`` (in place) and return it.
 
         Per refitted i: elpd_loo, p_loo = lpd - elpd_loo, mcse, method "refit", khat_after
-        NaN, rho NaN, diagnostic = ESS, reliable True, and loo_prob when known. ``khat``
-        (plain PSIS) stays.
+        NaN, rho NaN, diagnostic = ESS, ``reliable`` as the refit's own (False for a refit
+        that did not pass its convergence check), and loo_prob when known. ``khat`` (plain
+        PSIS) stays. Rows that failed or were not refitted are left as they were.
+        (Kept while ``PointwiseLoo.merge`` replaces it; the arrays are the primary output.)
         """
         if not isinstance(result, PointwiseLoo):
             raise TypeError(f"expected a PointwiseLoo, got {type(result).__name__}")
@@ -161,7 +336,7 @@ class RefitResult:
         result.method[idx] = "refit"
         result.diagnostic[idx] = self.ess[sel]
         result.reliable = np.array(result.reliable, dtype=bool)
-        result.reliable[idx] = True  # exact, up to its reported Monte Carlo error
+        result.reliable[idx] = self.reliable[sel]
         prob = self.loo_prob[sel].copy()
         if result.y is not None:
             # outcomes known to the result but not to the refits (a refit_fn without y)
@@ -189,6 +364,11 @@ def _is_wrapper(obj) -> bool:
     return all(callable(getattr(obj, m, None)) for m in _WRAPPER_METHODS)
 
 
+def _n_divergent(fit) -> int:
+    div = getattr(fit, "sample_stats", {}).get("divergent__")
+    return -1 if div is None else int(np.sum(np.asarray(div) > 0))
+
+
 @dataclass
 class _Job:
     program: object = None
@@ -196,22 +376,25 @@ class _Job:
     chains: int = 4
     draws: int = 1000
     warmup: int = 1000
+    parallel_chains: int | None = None
 
-    def __call__(self, i: int, seed: int):
+    def __call__(self, i: int, seed: int, scale: int = 1) -> dict:
         t0 = time.perf_counter()
         try:
-            ll = self._heldout(i, seed)
+            ll, n_div = self._heldout(i, seed, scale)
         except Exception as err:
             err.add_note(f"(while refitting without observation {i}, seed {seed})")
             raise
-        return ll, time.perf_counter() - t0
+        return {"log_lik": ll, "seconds": time.perf_counter() - t0, "n_divergent": n_div}
 
-    def _heldout(self, i: int, seed: int) -> np.ndarray:
+    def _heldout(self, i: int, seed: int, scale: int) -> tuple[np.ndarray, int]:
         if self.refit_fn is None:
-            fit = self.program.refit_without(i, seed=seed, chains=self.chains, draws=self.draws,
-                                             warmup=self.warmup)
+            fit = self.program.refit_without(
+                i, seed=seed, chains=self.chains, draws=self.draws * scale,
+                warmup=self.warmup * scale, parallel_chains=self.parallel_chains)
             ll = self.program.heldout_log_lik(fit, i).reshape(fit.shape)
-        elif _is_wrapper(self.refit_fn):
+            return _as_chains(ll, i), _n_divergent(fit)
+        if _is_wrapper(self.refit_fn):
             w = self.refit_fn
             new_obs, excluded = w.sel_observations(i)
             idata = w.get_inference_data(w.sample(new_obs))
@@ -220,26 +403,21 @@ class _Job:
             ll = self.refit_fn(i, seed=seed)
         else:
             ll = self.refit_fn(i)
-        return _as_chains(ll, i)
+        return _as_chains(ll, i), -1
 
 
-def _run(job: _Job, i: int, seed: int):
-    return job(i, seed)
+def _run(job: _Job, i: int, seed: int, scale: int = 1) -> dict:
+    return job(i, seed, scale)
 
 
-def _mp_context():
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
-def _progress_bar(total: int, enabled: bool):
+def _progress_bar(total: int, enabled: bool, desc: str = "LOO refits"):
     if not enabled:
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc="LOO refits", unit="refit")
+    return tqdm(total=total, desc=desc, unit="fit")
 
 
 def _announce(message: str, bar) -> None:
@@ -277,6 +455,55 @@ def _check_int(name, value, low, allow_none=True):
     return int(value)
 
 
+def _check_seconds(name, value):
+    if value is None:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating))
+            or not np.isfinite(value) or value <= 0):
+        raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
+    return float(value)
+
+
+def _check_refit_fn(refit_fn) -> None:
+    if refit_fn is not None and not (callable(refit_fn) or _is_wrapper(refit_fn)):
+        missing = [m for m in _WRAPPER_METHODS if not callable(getattr(refit_fn, m, None))]
+        raise TypeError(
+            "refit_fn must be a callable refit_fn(i) -> held-out log-likelihood draws, or a "
+            f"SamplingWrapper-like object; {type(refit_fn).__name__} lacks {missing}"
+        )
+    if refit_fn is not None and _is_wrapper(refit_fn) and hasattr(
+        refit_fn, "check_implemented_methods"
+    ):
+        not_impl = refit_fn.check_implemented_methods(list(_WRAPPER_METHODS))
+        if not_impl:
+            raise TypeError(f"the SamplingWrapper does not implement {list(not_impl)}")
+
+
+def _program_fingerprint(program) -> dict:
+    from loo_adapt.stan.backends import _jsonable
+
+    if program is None:
+        return {}
+    return {"stan": program.stan_file.read_text(), "data": _jsonable(program.data)}
+
+
+def _fn_name(fn) -> str | None:
+    if fn is None:
+        return None
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+def _schedule(n_tasks: int, chains_per_task: int, n_jobs, executor):
+    """(pool workers, parallel chains per task or None) for ``n_tasks`` fits.
+
+    Local pool: workers x chains <= cores (:func:`loo_adapt.stan.pool.plan_workers`); with an
+    executor its own width, and each fit keeps its backend's default chain parallelism.
+    """
+    if executor is not None:
+        return None, None
+    return _pool.plan_workers(n_tasks, chains_per_task, n_jobs)
+
+
 def refit_loo(
     indices,
     program=None,
@@ -291,6 +518,13 @@ def refit_loo(
     max_seconds: float | None = None,
     progress: bool = True,
     y=None,
+    executor=None,
+    checkpoint=None,
+    timeout: float | None = None,
+    check_convergence: bool = True,
+    max_rhat: float = 1.01,
+    min_ess: float | None = None,
+    retry_unconverged: bool = True,
 ) -> RefitResult:
     """Exact LOO by refitting without each observation in ``indices``.
 
@@ -304,35 +538,49 @@ def refit_loo(
         the held-out log-likelihood draws of i, (S,) or (chains, draws); or an arviz
         SamplingWrapper-like object.
     chains, draws, warmup : NUTS settings of each refit (``program`` only).
-    n_jobs : worker processes (default ``os.cpu_count()``); 1 runs in this process.
+    seed : base seed; refit i uses ``seed + i`` (its longer rerun ``seed + i + 1000003``).
+    n_jobs : local worker processes; None chooses workers x chains <= cores. 1 without a
+        ``timeout`` runs the refits in this process.
     max_refits : refit at most this many observations.
     max_seconds : wall-time budget; from the first refit's time, only as many refits as are
-        expected to fit are scheduled, and pending ones are cancelled when it runs out.
+        expected to fit are scheduled, pending ones are not started once it runs out, and a
+        refit still running then is stopped (a hard limit: the refits run in worker
+        processes even with ``n_jobs=1``).
     progress : show a tqdm progress bar (the time estimate is also logged at INFO level).
     y : binary outcomes (n,) for ``loo_prob`` when ``program`` does not give them.
+    executor : None (a local process pool), a ``concurrent.futures.Executor`` or a
+        ``dask.distributed.Client``.
+    checkpoint : directory; each finished refit is saved there as it completes, and refits
+        already saved there (by an interrupted run with the same settings) are not redone.
+    timeout : hard limit per refit in seconds; a refit past it is stopped (its worker
+        process terminated, with the local pool) and its row reported unverified.
+    check_convergence : check divergences, R-hat and bulk ESS of each refit.
+    max_rhat, min_ess : thresholds of that check (``min_ess`` default: 100 per chain).
+    retry_unconverged : rerun a ``program`` refit that fails the check once with twice the
+        warm-up and draws before reporting it unverified.
 
     Returns
     -------
     RefitResult
+        Per row of ``indices``: elpd_loo, mcse_elpd_loo, reliable, reason, loo_prob, ...
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def refit_fn(i, seed):  # held-out log-lik draws of a known predictive
+    ...     return np.log(np.random.default_rng(seed).uniform(0.2, 0.4, size=(4, 250)))
+    >>> res = refit_loo([3, 1], refit_fn=refit_fn, n_jobs=1, progress=False)
+    >>> res.reliable.tolist(), [round(float(e), 1) for e in res.elpd_loo]
+    ([True, True], [-1.2, -1.2])
     """
     from loo_adapt.stan.program import StanProgram
 
+    _pool.check_not_bootstrapping("refit_loo")
     if program is None and refit_fn is None:
         raise ValueError("give program= (a StanProgram) or refit_fn=")
     if program is not None and not isinstance(program, StanProgram):
         raise TypeError(f"program must be a StanProgram, got {type(program).__name__}")
-    if refit_fn is not None and not (callable(refit_fn) or _is_wrapper(refit_fn)):
-        missing = [m for m in _WRAPPER_METHODS if not callable(getattr(refit_fn, m, None))]
-        raise TypeError(
-            "refit_fn must be a callable refit_fn(i) -> held-out log-likelihood draws, or a "
-            f"SamplingWrapper-like object; {type(refit_fn).__name__} lacks {missing}"
-        )
-    if refit_fn is not None and _is_wrapper(refit_fn) and hasattr(
-        refit_fn, "check_implemented_methods"
-    ):
-        not_impl = refit_fn.check_implemented_methods(list(_WRAPPER_METHODS))
-        if not_impl:
-            raise TypeError(f"the SamplingWrapper does not implement {list(not_impl)}")
+    _check_refit_fn(refit_fn)
     n_obs = program.n_obs if program is not None else None
     if y is None and program is not None:
         y = program.y
@@ -347,91 +595,183 @@ def refit_loo(
         _check_int(name, v, 1, allow_none=False)
     _check_int("warmup", warmup, 0, allow_none=False)
     _check_int("seed", seed, 0, allow_none=False)
-    n_jobs = _check_int("n_jobs", n_jobs, 1) or (os.cpu_count() or 1)
+    n_jobs = _check_int("n_jobs", n_jobs, 1)
     max_refits = _check_int("max_refits", max_refits, 0)
-    if max_seconds is not None:
-        if isinstance(max_seconds, bool) or not np.isfinite(max_seconds) or max_seconds <= 0:
-            raise ValueError(f"max_seconds must be positive and finite, got {max_seconds!r}")
-        max_seconds = float(max_seconds)
+    max_seconds = _check_seconds("max_seconds", max_seconds)
+    timeout = _check_seconds("timeout", timeout)
+    if not (isinstance(max_rhat, (int, float)) and max_rhat > 1):
+        raise ValueError(f"max_rhat must be a number above 1 (e.g. 1.01), got {max_rhat!r}")
+    if min_ess is not None and not (isinstance(min_ess, (int, float)) and min_ess > 0):
+        raise ValueError(f"min_ess must be a positive number, got {min_ess!r}")
 
     k = idx.size
-    res = RefitResult(
-        indices=idx, elpd_loo=np.full(k, np.nan), mcse_elpd_loo=np.full(k, np.nan),
-        ess=np.full(k, np.nan), loo_prob=np.full(k, np.nan), seconds=np.full(k, np.nan),
-        seeds=np.full(k, -1, dtype=np.int64), refitted=np.zeros(k, dtype=bool),
-        not_refitted=np.empty(0, dtype=np.int64), estimated_seconds_total=0.0,
-        estimated_seconds_planned=0.0, n_samples=np.zeros(k, dtype=np.int64),
-        log_lik=[None] * k,
-    )
+    res = RefitResult.empty(idx)
     planned = k if max_refits is None else min(k, max_refits)
-    job = _Job(program=program if refit_fn is None else None, refit_fn=refit_fn,
-               chains=chains, draws=draws, warmup=warmup)
+    use_program = refit_fn is None
+    ck = None
+    if checkpoint is not None:
+        ck = _pool.Checkpoint(checkpoint, "refit", _pool.fingerprint(
+            _program_fingerprint(program if use_program else None), _fn_name(refit_fn),
+            chains, draws, warmup, seed, check_convergence, max_rhat, min_ess,
+            retry_unconverged))
     start = time.perf_counter()
+    pos_of = {int(i): p for p, i in enumerate(idx)}
 
-    def store(pos, ll, seconds):
+    def store(pos, out, seed_used, attempts, reason="", save=True):
         i = int(idx[pos])
+        ll = out["log_lik"]
         elpd, mcse, ess = heldout_elpd(ll)
+        conv_reason, rhat, essb = convergence_check(
+            ll, out["n_divergent"], max_rhat=max_rhat, min_ess=min_ess)
+        reason = reason or (conv_reason if check_convergence else "")
         res.elpd_loo[pos], res.mcse_elpd_loo[pos], res.ess[pos] = elpd, mcse, ess
-        res.seconds[pos] = seconds
+        res.rhat[pos], res.ess_bulk[pos] = rhat, essb
+        res.n_divergent[pos] = out["n_divergent"]
+        res.seconds[pos] = out["seconds"]
         res.refitted[pos] = True
         res.n_samples[pos] = ll.size
         res.log_lik[pos] = ll
-        res.seeds[pos] = seed + i
+        res.seeds[pos] = seed_used
+        res.reliable[pos] = not reason
+        res.reason[pos] = reason
+        res.status[pos] = "unconverged" if reason else "ok"
         if y is not None:
             p = math.exp(elpd)
             res.loo_prob[pos] = p if y[i] == 1 else 1.0 - p
+        if save and ck is not None:
+            ck.save(f"obs_{i}", {"log_lik": ll},
+                    {"i": i, "seconds": out["seconds"], "n_divergent": out["n_divergent"],
+                     "seed": seed_used, "attempts": attempts, "reason": reason})
 
-    if n_jobs > 1 and planned > 2:
-        try:
-            pickle.dumps(job)
-        except Exception as err:  # lambdas, closures, open handles
-            warnings.warn(
-                f"the refit job cannot be sent to worker processes ({err}); running the refits "
-                "serially. Define refit_fn at module level to run them in parallel.",
-                UserWarning,
-                stacklevel=2,
-            )
-            n_jobs = 1
-    bar = _progress_bar(planned, progress) if planned else None
+    # resume: rows a previous run finished
+    if ck is not None:
+        for key, (arrays, meta) in ck.load().items():
+            i = int(meta.get("i", -1))
+            if key.startswith("obs_") and i in pos_of:
+                store(pos_of[i], {"log_lik": arrays["log_lik"], "seconds": meta["seconds"],
+                                  "n_divergent": meta["n_divergent"]},
+                      meta["seed"], meta["attempts"], meta["reason"], save=False)
+        if res.refitted.any():
+            logger.info("refit_loo: %d refit(s) resumed from %s", res.n_refitted, checkpoint)
+
+    todo = [p for p in range(planned) if not res.refitted[p]]
+    chains_per_task = chains if use_program else 1
+    workers, parallel = _schedule(len(todo), chains_per_task, n_jobs, executor)
+    job_program = program
+    if use_program and todo:
+        job_program = program.compiled()  # compile once, before any worker starts
+    job = _Job(program=job_program if use_program else None, refit_fn=refit_fn,
+               chains=chains, draws=draws, warmup=warmup, parallel_chains=parallel)
+
+    def task(pos, attempt=0, scale=1):
+        i = int(idx[pos])
+        s = seed + i + RETRY_SEED_OFFSET * (scale > 1)
+        return (pos, attempt, scale, s), _run, (job, i, s, scale)
+
+    def on_result(key, kind, value):
+        pos, attempt, scale, s = key
+        i = int(idx[pos])
+        if kind == "ok":
+            try:
+                reason, _, _ = convergence_check(value["log_lik"], value["n_divergent"],
+                                                 max_rhat=max_rhat, min_ess=min_ess)
+                if (reason and check_convergence and retry_unconverged and use_program
+                        and scale == 1):
+                    logger.info("refit_loo: observation %d %s; refitting with %d warm-up and "
+                                "%d draws", i, reason, 2 * warmup, 2 * draws)
+                    return [task(pos, attempt + 1, 2)]
+                store(pos, value, s, attempt + 1)
+            except ValueError as err:  # NaN / +inf / all -inf held-out draws
+                fail(pos, "error", f"{err} (observation {i}, seed {s})")
+        elif kind == "died" and attempt == 0:
+            logger.warning("refit_loo: the worker refitting observation %d died; retrying", i)
+            return [task(pos, attempt + 1, scale)]
+        else:
+            fail(pos, kind, value)
+        if bar is not None:
+            bar.update(1)
+        return None
+
+    def fail(pos, kind, reason):
+        res.status[pos] = kind
+        res.reason[pos] = reason
+        res.reliable[pos] = False
+        res.seeds[pos] = seed + int(idx[pos])
+
+    def out_of_time():
+        return max_seconds is not None and time.perf_counter() - start >= max_seconds
+
+    bar = _progress_bar(len(todo), progress) if todo else None
+    pool = None
     try:
-        if planned:
-            ll, first = job(int(idx[0]), seed + int(idx[0]))
-            store(0, ll, first)
-            if bar is not None:
-                bar.update(1)
-            rest_all = k - 1
-            workers_all = max(1, min(n_jobs, rest_all))
-            res.estimated_seconds_total = first + first * rest_all / workers_all
-            rest = planned - 1
-            if max_seconds is not None and rest > 0:
+        if todo:
+            pool, _ = _pool.make_pool(executor, workers or 1, job, timeout=timeout,
+                                      hard=timeout is not None or max_seconds is not None)
+            deadline = None if max_seconds is None else time_mono() + max_seconds - (
+                time.perf_counter() - start)
+            limits = dict(deadline=deadline,
+                          deadline_reason=f"the time budget max_seconds={max_seconds} ran out")
+            width = pool.capacity if workers is None else min(workers, pool.capacity)
+            res.workers, res.parallel_chains = width, parallel or 0
+            rest_all = k - 1 - int(res.refitted.sum())
+            done_seconds = res.seconds[res.refitted]
+            if done_seconds.size:
+                first = float(np.median(done_seconds))  # measured by the interrupted run
+                head = 0.0
+            else:
+                first_pos = todo.pop(0)
+                _pool.run_tasks([task(first_pos)], pool, on_result=on_result, timeout=timeout,
+                                **limits)
+                first = res.seconds[first_pos] if res.refitted[first_pos] else np.nan
+                head = first
+                if np.isfinite(first):
+                    res.startup_seconds = time.perf_counter() - start - first
+                if not res.refitted[first_pos]:
+                    rest_all += 1
+            rest = len(todo)
+            res.estimated_seconds_total = head + _pool.estimate_seconds(first, rest_all, width)
+            if max_seconds is not None and rest > 0 and np.isfinite(first):
                 budget = max_seconds - (time.perf_counter() - start)
-                w = max(1, min(n_jobs, rest))
-                fits = 0 if budget < first else int(budget * w / first)
-                rest = min(rest, fits)
-                planned = rest + 1
-            workers = max(1, min(n_jobs, rest))
-            res.estimated_seconds_planned = first + first * rest / workers
+                waves = 0 if budget < first else int(budget // first)
+                fits = waves * width
+                if fits < rest:
+                    for p in todo[fits:]:
+                        res.reason[p] = f"not refitted: max_seconds={max_seconds:g}"
+                    todo = todo[:fits]
+                    rest = fits
+            res.estimated_seconds_planned = head + _pool.estimate_seconds(first, rest, width)
             if bar is not None:
-                bar.total = planned
+                bar.total = len(todo) + (0 if done_seconds.size else 1)
                 bar.refresh()
-            msg = (
-                f"refit_loo: the first refit (observation {int(idx[0])}) took {first:.2f} s; "
-                f"estimated {first * rest / workers:.1f} s for the remaining {rest} refit(s) "
-                f"on {workers} worker(s)"
-            )
-            if planned < k:
-                msg += (
-                    f"; refitting all {k} would take about {res.estimated_seconds_total:.1f} s, "
-                    f"the limit leaves {k - planned} observation(s) out"
-                )
-            _announce(msg, bar)
-            if rest:
-                _run_rest(job, idx, seed, range(1, planned), workers, max_seconds, start,
-                          store, bar)
+            if np.isfinite(first):
+                msg = (f"refit_loo: {'a previous refit' if done_seconds.size else 'the first'} "
+                       f"refit took {first:.2f} s; estimated "
+                       f"{_pool.estimate_seconds(first, rest, width):.1f} s for the remaining "
+                       f"{rest} refit(s) on {width} worker(s)")
+                if rest < rest_all:
+                    msg += (f"; refitting all {k} would take about "
+                            f"{res.estimated_seconds_total:.1f} s, the limit leaves "
+                            f"{rest_all - rest} observation(s) out")
+                _announce(msg, bar)
+            if todo:
+                left = _pool.run_tasks([task(p) for p in todo], pool, on_result=on_result,
+                                       timeout=timeout, stop=out_of_time, **limits)
+                for pos, _, _, _ in left:
+                    res.reason[pos] = f"not refitted: max_seconds={max_seconds:g}"
+    except KeyboardInterrupt:
+        saved = f"; the {res.n_refitted} finished are saved in {checkpoint}" if ck else ""
+        logger.warning("refit_loo interrupted after %d of %d refits%s", res.n_refitted, k, saved)
+        raise
     finally:
+        if pool is not None:
+            pool.close(kill=True)
         if bar is not None:
             bar.close()
-    res.not_refitted = idx[~res.refitted]
+    skipped = (res.status == "skipped")
+    for p in np.flatnonzero(skipped):
+        if not res.reason[p]:
+            res.reason[p] = f"not refitted: max_refits={max_refits}"
+    res.not_refitted = idx[skipped]
     if res.not_refitted.size:
         shown = res.not_refitted[:20].tolist()
         more = "" if res.not_refitted.size <= 20 else f" (+{res.not_refitted.size - 20} more)"
@@ -441,48 +781,22 @@ def refit_loo(
             UserWarning,
             stacklevel=2,
         )
+    res.wall_seconds = time.perf_counter() - start
+    _warn_unverified(res, "refit", stacklevel=3)
     return res
 
 
-def _run_rest(job, idx, seed, positions, workers, max_seconds, start, store, bar):
-    positions = list(positions)
-
-    def out_of_time():
-        return max_seconds is not None and time.perf_counter() - start >= max_seconds
-
-    if workers == 1:
-        for pos in positions:
-            if out_of_time():
-                break
-            i = int(idx[pos])
-            ll, seconds = job(i, seed + i)
-            store(pos, ll, seconds)
-            if bar is not None:
-                bar.update(1)
+def _warn_unverified(res, what: str, stacklevel: int) -> None:
+    """One warning listing rows that were tried but are not verified, with the reasons."""
+    bad = np.flatnonzero(~res.reliable & (res.status != "skipped"))
+    if not bad.size:
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context()) as pool:
-        futures = {pool.submit(_run, job, int(idx[pos]), seed + int(idx[pos])): pos
-                   for pos in positions}
-        pending = set(futures)
-        try:
-            _collect(futures, pending, store, bar, out_of_time)
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-
-
-def _collect(futures, pending, store, bar, out_of_time):
-    while pending:
-        done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-        for fut in done:
-            if fut.cancelled():
-                continue
-            ll, seconds = fut.result()
-            store(futures[fut], ll, seconds)
-            if bar is not None:
-                bar.update(1)
-        if out_of_time():
-            # refits already running finish; queued ones are dropped
-            for fut in pending:
-                fut.cancel()
-            pending = {f for f in pending if not f.cancelled()}
+    lines = [f"observation {int(res.indices[p])} (Stan {int(res.indices[p]) + 1}): "
+             f"{res.reason[p]}" for p in bad[:10]]
+    more = "" if bad.size <= 10 else f"; +{bad.size - 10} more"
+    warnings.warn(
+        f"{bad.size} of {len(res.indices)} {what}(s) are unverified (0-based indices): "
+        + "; ".join(lines) + more,
+        UserWarning,
+        stacklevel=stacklevel,
+    )
