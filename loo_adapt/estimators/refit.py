@@ -44,20 +44,23 @@ class Refit:
         severity = np.nan_to_num(ctx.base.khat[rows], nan=np.inf)
         order = rows[np.argsort(-severity, kind="stable")]
         res = refit_loo(order, program, **kwargs)
+        est = res.to_estimate(y=ctx.y)
+        done = set(est.rows.tolist())
+        left = np.array([i for i in rows if int(i) not in done], dtype=np.int64)
+        if left.size == 0:
+            return est
+        # rows without a refit (budget, failure): unverified, with the reason
         pos = {int(i): j for j, i in enumerate(res.indices)}
-        take = np.array([pos[int(i)] for i in rows])
-        done = np.asarray(res.refitted, dtype=bool)[take]
-        prob = np.asarray(res.loo_prob, dtype=float)[take]
-        if ctx.y is not None:
-            # outcomes known here but not to a user's refit_fn
-            p_obs = np.exp(np.asarray(res.elpd_loo, dtype=float)[take])
-            y = np.asarray(ctx.y)[rows]
-            prob = np.where(np.isnan(prob), np.where(y == 1, p_obs, 1.0 - p_obs), prob)
-        reason = np.where(done, "", "refit budget: not refitted within "
-                                    "(max_refits / max_seconds)").astype(object)
-        return Estimate.make(
-            "refit", rows, np.asarray(res.elpd_loo, dtype=float)[take],
-            np.asarray(res.mcse_elpd_loo, dtype=float)[take], done,
-            diagnostic=np.asarray(res.ess, dtype=float)[take], loo_prob=prob,
-            verified_by=np.where(done, "refit", ""), reason=reason,
-        )
+        why = [str(res.reason[pos[int(i)]]) or "refit budget: not refitted within "
+               "max_refits / max_seconds" for i in left]
+        missing = Estimate.make("refit", left, np.nan, np.nan, False,
+                                reason=[f"refit: {w}" if not w.startswith("refit") else w
+                                        for w in why])
+        return _concat(est, missing)
+
+
+def _concat(a: Estimate, b: Estimate) -> Estimate:
+    cols = ("elpd_loo", "mcse_elpd_loo", "reliable", "verified_by", "reason", "pareto_k",
+            "diagnostic", "loo_prob", "rho", "method")
+    return Estimate.make(a.estimator, np.concatenate([a.rows, b.rows]),
+                         **{c: np.concatenate([getattr(a, c), getattr(b, c)]) for c in cols})

@@ -54,7 +54,6 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from loo_adapt.core.ess import ess_mean, relative_eff
-from loo_adapt.result import PointwiseLoo
 from loo_adapt.stan import pool as _pool
 
 __all__ = ["RefitResult", "refit_loo", "heldout_elpd", "convergence_check"]
@@ -305,47 +304,44 @@ class RefitResult:
         """Rows whose refit raised, returned NaN, timed out or lost its worker."""
         return np.isin(self.status.astype(str), ("error", "timeout", "died"))
 
-    def apply_to(self, result: PointwiseLoo) -> PointwiseLoo:
-        """Write the refitted observations into ``result`` (in place) and return it.
+    def to_estimate(self, y=None):
+        """The refitted rows as an `loo_adapt.estimators.base.Estimate` (merge it with
+        `PointwiseLoo.merge`, the only writer).
 
-        Per refitted i: elpd_loo, p_loo = lpd - elpd_loo, mcse, method "refit", khat_after
-        NaN, rho NaN, diagnostic = ESS, ``reliable`` as the refit's own (False for a refit
-        that did not pass its convergence check), and loo_prob when known. ``khat`` (plain
-        PSIS) stays. Rows that failed or were not refitted are left as they were.
-        (Kept while ``PointwiseLoo.merge`` replaces it; the arrays are the primary output.)
+        Parameters
+        ----------
+        y : binary outcomes of all n observations, to give the LOO probability of rows whose
+            refits did not (a ``refit_fn`` without y); None leaves those NaN.
+
+        Returns
+        -------
+        Estimate
+            Rows that were refitted: elpd_loo, MCSE, ESS as the diagnostic, ``reliable`` as
+            the refit's own (False for one that did not pass its convergence check, with the
+            reason), ``verified_by = "refit"`` where reliable.  Rows not refitted (budget,
+            failure) are left out.
+
+        Examples
+        --------
+        >>> result = result.merge(refit_loo([3, 7], program).to_estimate())  # doctest: +SKIP
         """
-        if not isinstance(result, PointwiseLoo):
-            raise TypeError(f"expected a PointwiseLoo, got {type(result).__name__}")
-        idx = self.indices[self.refitted]
-        if idx.size and (idx.min() < 0 or idx.max() >= result.n_obs):
-            raise IndexError(
-                f"refitted indices {idx.tolist()} do not fit a result with {result.n_obs} "
-                "observations"
-            )
-        sel = self.refitted
-        # a fixed-width string array would truncate "refit"; object keeps any name
-        result.method = np.asarray(result.method, dtype=object).copy()
-        for name in ("elpd_loo", "p_loo", "mcse_elpd_loo", "khat_after", "rho", "loo_prob",
-                     "diagnostic"):
-            setattr(result, name, np.array(getattr(result, name), dtype=np.float64))
-        result.elpd_loo[idx] = self.elpd_loo[sel]
-        result.p_loo[idx] = result.lpd[idx] - self.elpd_loo[sel]
-        result.mcse_elpd_loo[idx] = self.mcse_elpd_loo[sel]
-        result.khat_after[idx] = np.nan
-        result.rho[idx] = np.nan
-        result.method[idx] = "refit"
-        result.diagnostic[idx] = self.ess[sel]
-        result.reliable = np.array(result.reliable, dtype=bool)
-        result.reliable[idx] = self.reliable[sel]
-        prob = self.loo_prob[sel].copy()
-        if result.y is not None:
-            # outcomes known to the result but not to the refits (a refit_fn without y)
-            y = np.asarray(result.y)[idx]
-            p_obs = np.exp(self.elpd_loo[sel])
-            prob = np.where(np.isnan(prob), np.where(y == 1, p_obs, 1.0 - p_obs), prob)
-        known = ~np.isnan(prob)
-        result.loo_prob[idx[known]] = prob[known]
-        return result
+        from loo_adapt.estimators.base import Estimate
+
+        sel = np.asarray(self.refitted, dtype=bool)
+        rows = np.asarray(self.indices)[sel]
+        elpd = np.asarray(self.elpd_loo, dtype=float)[sel]
+        prob = np.asarray(self.loo_prob, dtype=float)[sel]
+        if y is not None:
+            p_obs = np.exp(elpd)
+            yy = np.asarray(y)[rows]
+            prob = np.where(np.isnan(prob), np.where(yy == 1, p_obs, 1.0 - p_obs), prob)
+        ok = np.asarray(self.reliable, dtype=bool)[sel]
+        reason = np.where(ok, "", np.asarray(self.reason, dtype=object)[sel]).astype(object)
+        return Estimate.make(
+            "refit", rows, elpd, np.asarray(self.mcse_elpd_loo, dtype=float)[sel], ok,
+            diagnostic=np.asarray(self.ess, dtype=float)[sel], loo_prob=prob,
+            verified_by=np.where(ok, "refit", ""), reason=reason,
+        )
 
 
 # --------------------------------------------------------------------------------------------

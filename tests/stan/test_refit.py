@@ -277,8 +277,8 @@ def test_limits_leave_the_right_observations_out(monkeypatch, caplog):
     assert res.n_refitted == 0 and res.estimated_seconds_total == 0.0
 
 
-# ------------------------------------------------------------------------------- apply_to
-def test_apply_to_pointwise_loo():
+# ------------------------------------------------------------------------------- to_estimate
+def test_to_estimate_merged_into_pointwise_loo():
     n = 8
     rng = np.random.default_rng(3)
     lpd = -rng.uniform(0.1, 1.0, n)
@@ -294,8 +294,8 @@ def test_apply_to_pointwise_loo():
     np.testing.assert_allclose(res.loo_prob, [np.exp(res.elpd_loo[0]),
                                               1.0 - np.exp(res.elpd_loo[1])], rtol=1e-15)
     khat = base.khat.copy()
-    out = res.apply_to(base)
-    assert out is base
+    out = base.merge(res.to_estimate())
+    assert out is not base
     assert list(out.method) == ["psis", "refit"] + ["psis"] * 5 + ["refit"]
     np.testing.assert_array_equal(out.elpd_loo[[7, 1]], res.elpd_loo)
     np.testing.assert_allclose(out.p_loo[[7, 1]], lpd[[7, 1]] - res.elpd_loo)
@@ -314,13 +314,13 @@ def test_apply_to_pointwise_loo():
     )
     res_no_y = refit_loo([7, 1], refit_fn=conj_refit, seed=1, n_jobs=1, progress=False)
     assert np.isnan(res_no_y.loo_prob).all()
-    np.testing.assert_allclose(res_no_y.apply_to(with_y).loo_prob[[7, 1]], res.loo_prob,
-                               rtol=1e-15)
+    np.testing.assert_allclose(with_y.merge(res_no_y.to_estimate(y=with_y.y)).loo_prob[[7, 1]],
+                               res.loo_prob, rtol=1e-15)
     small = PointwiseLoo(elpd_loo=np.zeros(3), p_loo=np.zeros(3), lpd=np.zeros(3),
                          mcse_elpd_loo=np.zeros(3), khat=np.zeros(3), khat_threshold=0.7,
                          n_samples=10, r_eff=1.0)
     with pytest.raises(IndexError, match="3 observations"):
-        res.apply_to(small)
+        small.merge(res.to_estimate())
 
 
 # ------------------------------------------------------------------------------- executors
@@ -479,8 +479,9 @@ def test_short_program_refit_is_rerun_longer_then_reported(program):
         elpd_loo=np.zeros(54), p_loo=np.zeros(54), lpd=np.zeros(54),
         mcse_elpd_loo=np.zeros(54), khat=np.ones(54), khat_threshold=0.7, n_samples=4000,
         r_eff=1.0)
-    out = res.apply_to(base)
+    out = base.merge(res.to_estimate())
     assert not out.reliable[46] and out.method[46] == "refit"
+    assert out.reason[46].startswith("not converged")
 
 
 # ------------------------------------------------------------------------------- MixIS chains
