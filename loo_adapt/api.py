@@ -278,14 +278,32 @@ def _stan_rows(rows, limit: int = 10) -> str:
     return shown + (f", ... ({len(rows) - limit} more)" if len(rows) > limit else "")
 
 
+#: leading words of a row's reason -> what the closing warning counts it as
+_REASON_KINDS = (("held-out k-hat", "Pareto k-hat above the threshold"),
+                 ("k-hat", "Pareto k-hat above the threshold"),
+                 ("not certified", "adapted estimate not certified"),
+                 ("MixIS MCSE", "MixIS MCSE too large"),
+                 ("MixIS draws", "too few mixture draws"),
+                 ("moment matching", "moment matching did not help"),
+                 ("refit budget", "outside the refit budget"),
+                 ("not converged", "refit not converged"))
+
+
+def _reason_kind(reason: str) -> str:
+    for head, kind in _REASON_KINDS:
+        if reason.startswith(head):
+            return kind
+    return reason.split(":")[0] or "not verified"
+
+
 def _warn_unverified(result, ctx) -> None:
     bad = np.flatnonzero(result.unreliable)
     if bad.size == 0:
         return
     kinds: dict[str, int] = {}
     for why in result.reason[bad]:
-        head = str(why).split(";")[-1].split(":")[0].strip() or "not verified"
-        kinds[head] = kinds.get(head, 0) + 1
+        kind = _reason_kind(str(why).split(";")[-1].strip())
+        kinds[kind] = kinds.get(kind, 0) + 1
     counts = "; ".join(f"{v} x {k}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
     has_mixis = any(m == "mixis" for m in result.method)
     if ctx.program is None and ctx.mixis_draws is None:

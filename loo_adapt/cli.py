@@ -232,9 +232,9 @@ def _check_text_file(path) -> None:
 
 def _check_csv_inputs(paths) -> None:
     """Every Stan CSV named on the command line exists and is a text CSV."""
-    from loo_adapt.io.readers import _expand_paths
+    from loo_adapt.io.csv import expand_paths
 
-    for path in _expand_paths(list(paths)):
+    for path in expand_paths(list(paths)):
         _check_text_file(path)
 
 

@@ -96,7 +96,7 @@ class PointwiseLoo:
             self.verified_by = np.where(self.reliable, "khat", "").astype(object)
         if self.reason is None:
             self.reason = np.array(
-                ["" if ok else f"k-hat: Pareto k-hat {k:.2f} above {self.khat_threshold:.2f}"
+                ["" if ok else f"k-hat {k:.2f} > {self.khat_threshold:.2f}"
                  for ok, k in zip(self.reliable, np.asarray(self.khat_after, dtype=float))],
                 dtype=object)
         self.method = np.asarray(self.method, dtype=object)

@@ -349,8 +349,8 @@ def select_candidate(i, names, rhos, cand, selection, halves, r_eff, threshold, 
         mcse=float(value[3]), method="+".join(chosen), cols=cols,
         rho=float(np.exp(np.mean(np.log(finite)))) if finite else np.nan,
         reliable=ok, verified_by="khat" if ok else "",
-        reason="" if ok else (f"k-hat: {what}Pareto k-hat {value[2]:.2f} above {threshold:.2f} "
-                              f"for every transform tried"),
+        reason="" if ok else (f"{what}k-hat {value[2]:.2f} > {threshold:.2f} for every "
+                              "transform tried"),
     )
 
 

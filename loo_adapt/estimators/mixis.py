@@ -311,8 +311,8 @@ class MixIS:
         ok = (mcse <= self.max_mcse) & enough
         reason = np.array([
             "" if good else (
-                f"MixIS MCSE: {m:.3f} above {self.max_mcse:.3f}" if e else
-                f"MixIS draws: too few ({est.n_samples} draws, ESS {s:.0f}; "
+                f"MixIS MCSE {m:.2f} > {self.max_mcse:.2f}" if e else
+                f"MixIS draws too few: ({est.n_samples} draws, ESS {s:.0f}; "
                 f"need {MIN_DRAWS} and {MIN_ESS:.0f})")
             for good, m, e, s in zip(ok, mcse, enough, est.ess_mcse[rows])], dtype=object)
         every = rows.size == n

@@ -81,7 +81,7 @@ class PSIS:
             prob = loo_prob_from_log_lik(ctx.log_lik[:, rows], base.log_weights[:, rows],
                                          ctx.y[rows])
         reason = np.array([
-            "" if good else f"k-hat: Pareto k-hat {kk:.2f} above {ctx.threshold:.2f}"
+            "" if good else f"k-hat {kk:.2f} > {ctx.threshold:.2f}"
             for good, kk in zip(ok, k)], dtype=object)
         return Estimate.make(
             "psis", rows, base.elpd_loo[rows], base.mcse_elpd_loo[rows], ok,

@@ -119,8 +119,8 @@ def test_khat_table_counts(adapted):
         assert int(stan_i) == i + 1 and m == pw.method[i]  # Stan's log_lik is 1-based
         if m in ("mixis", "refit"):  # the failed check is the MCSE, there is no k-hat
             assert "k-hat" not in why and f"MCSE {pw.mcse_elpd_loo[i]:.2f}" in why
-        else:
-            assert why == f"k-hat {pw.khat_after[i]:.2f} > {thr:.2f}"
+        else:  # the first failed check, then what later stages tried (";"-joined)
+            assert why.split("; ")[0] == f"k-hat {pw.khat_after[i]:.2f} > {thr:.2f}"
     assert "Every observation has a reliable estimate." not in text
 
 
