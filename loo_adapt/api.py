@@ -8,6 +8,7 @@ import numpy as np
 
 from loo_adapt.core import psis as _psis
 from loo_adapt.evaluation.arviz import to_elpd_data
+from loo_adapt.io.lazy import is_lazy, psis_loo_lazy
 
 from .draws import Draws
 
@@ -69,6 +70,8 @@ def loo(
     ----------
     data : Draws, cmdstanpy fit, Stan CSV path(s), InferenceData / DataTree, stanli Fit,
         dict of arrays, or an array of pointwise log-likelihood (chains, draws, n) / (S, n).
+        A dask array or dask-backed xarray / arviz object is evaluated out of core, chunk by
+        chunk of observations (`loo_adapt.io.lazy`; plain PSIS only).
     var_name : name of the pointwise log-likelihood variable.
     reff : relative efficiency; None computes it from the chain structure (R loo's
         relative_eff of exp(log_lik)); arviz instead averages the ESS of the parameters.
@@ -103,7 +106,11 @@ def loo(
     The installed arviz's ELPDData (subclass) with ``.loo_adapt`` (a `PointwiseLoo` saying
     per observation which estimator produced it) and ``.summary()``.
     """
-    draws = _as_draws(data)
+    lazy = is_lazy(data)
+    draws = None if lazy else _as_draws(data)
+    if lazy and (model is not None or adapt or method != "psis" or fallback or y is not None):
+        raise ValueError("a lazy (dask) log-likelihood gets plain PSIS-LOO only: drop model=, "
+                         "adapt=, method=, fallback= and y=, or pass the computed array")
     if adapt is None:
         adapt = model is not None
     if adapt and model is None:
@@ -114,7 +121,10 @@ def loo(
         raise ValueError(f"unknown fallback {unknown}; choose from {FALLBACKS}")
     if method not in ("psis", "mixis"):
         raise ValueError(f"method must be 'psis' or 'mixis', got {method!r}")
-    base = psis_loo(draws, var_name=var_name, reff=reff)
+    if lazy:
+        base = psis_loo_lazy(data, var_name=var_name, r_eff=reff)
+    else:
+        base = psis_loo(draws, var_name=var_name, reff=reff)
     if y is None and model is not None:
         y = model.y
     if method == "mixis":
