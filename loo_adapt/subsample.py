@@ -43,6 +43,8 @@ ESTIMATORS = ("diff_srs", "srs", "hh_pps")
 
 #: Observations per call of the log-likelihood when an approximation needs all n of them.
 _APPROX_BLOCK = 4096
+#: Subsampled observations per call of the log-likelihood and of PSIS (memory S x this).
+_PSIS_BLOCK = 1024
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,14 +255,17 @@ class SubsampleLoo:
 
     @property
     def elpd_loo(self) -> float:
+        """Estimated total elpd_loo."""
         return self.estimates["elpd_loo"]
 
     @property
     def se_elpd_loo(self) -> float:
+        """Estimated SE of elpd_loo over the data (R loo's ``SE``)."""
         return self.estimates["se_elpd_loo"]
 
     @property
     def subsampling_se_elpd_loo(self) -> float:
+        """Extra SE of elpd_loo from subsampling (R loo's ``subsampling SE``)."""
         return self.estimates["subsampling_se_elpd_loo"]
 
     def update(self, observations) -> SubsampleLoo:
@@ -357,15 +362,21 @@ def _evaluate(source, idx, m_i, approx, estimator, approximation, r_eff, rng, kn
             if int(j) in pos:
                 fields[:, k] = known[1][:, pos[int(j)]]
                 todo[k] = False
-    if todo.any():
-        new = idx[todo]
+    cols = np.flatnonzero(todo)
+    for j0 in range(0, len(cols), _PSIS_BLOCK):  # bounded memory: S x _PSIS_BLOCK at a time
+        at = cols[j0:j0 + _PSIS_BLOCK]
+        new = idx[at]
         ll = source.columns(new)
         n_samples = ll.shape[0]
         if source.n_chains > 1:
             if n_samples % source.n_chains:
                 raise ValueError(f"{n_samples} draws do not split into {source.n_chains} chains")
             ll = ll.reshape(source.n_chains, n_samples // source.n_chains, len(new))
-        fields[:, todo] = loo_block(ll, 0, None if r_eff is None else r_eff[new])
+        try:
+            fields[:, at] = loo_block(ll, None, None if r_eff is None else r_eff[new])
+        except ValueError as err:
+            raise ValueError(f"PSIS-LOO of observations {list(new[:10])}...: {err} (column "
+                             "numbers count within this list)") from err
         source.n_samples = n_samples
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported below, with the full-data indices

@@ -54,7 +54,7 @@ def check_r_eff(r_eff, n_obs: int):
     return None if r_eff is None else _prepare_r_eff(r_eff, n_obs)
 
 
-def loo_block(log_lik, first: int = 0, r_eff=None) -> np.ndarray:
+def loo_block(log_lik, first: int | None = None, r_eff=None) -> np.ndarray:
     """PSIS-LOO of one block of whole observation columns, as a (len(FIELDS), m) array.
 
     Parameters
@@ -62,9 +62,9 @@ def loo_block(log_lik, first: int = 0, r_eff=None) -> np.ndarray:
     log_lik : array (S, m) or (chains, draws, m)
         All draws of m observations.  With chains, r_eff comes from the chain structure
         (as `loo_adapt.core.psis.loo_pointwise`); without, r_eff is 1 unless given.
-    first : int
+    first : int, optional
         Index of the block's first observation in the whole data set; used only to name
-        observations in error messages.
+        observations in error messages (None: messages count columns of the block).
     r_eff : None or array (m,)
         Relative efficiencies of these observations (already validated, see `check_r_eff`).
 
@@ -83,6 +83,8 @@ def loo_block(log_lik, first: int = 0, r_eff=None) -> np.ndarray:
     try:
         res = loo_pointwise(ll, r_eff=r_eff, warn=False)
     except ValueError as err:
+        if first is None:
+            raise
         m = ll.shape[-1]
         raise ValueError(
             f"observations {first}..{first + m - 1} (indices in the message count from "

@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from loo_adapt.core.chunked import FIELDS, check_r_eff, from_blocks, loo_block
+from loo_adapt.io.readers import _is_datatree, _is_inference_data
+from loo_adapt.io.readers import _xr_groups as _groups
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "from_function", "is_lazy", "lazy_log_lik", "psis_loo_lazy"]
 
@@ -41,23 +43,10 @@ def _is_xarray(obj, name: str) -> bool:
     return _module(obj).startswith("xarray") and type(obj).__name__ == name
 
 
-def _is_inference_data(obj) -> bool:
-    return _module(obj).startswith("arviz") and type(obj).__name__ == "InferenceData"
-
-
-def _is_datatree(obj) -> bool:
-    return _module(obj).startswith(("xarray", "datatree")) and type(obj).__name__ == "DataTree"
-
-
-def _groups(obj) -> dict:
-    """{group: Dataset} of an InferenceData or DataTree, without loading any values."""
-    if _is_inference_data(obj):
-        return {g: getattr(obj, g) for g in obj.groups()}
-    return {name: child.to_dataset() for name, child in obj.children.items()}
-
-
 def _dask_backed(da) -> bool:
-    return _is_dask_array(getattr(da, "data", None))
+    # xarray's .chunks is None unless the values are a chunked (dask) array; unlike .data it
+    # never loads a lazily indexed netCDF variable into memory
+    return getattr(da, "chunks", None) is not None
 
 
 def is_lazy(obj) -> bool:

@@ -18,7 +18,12 @@ from loo_adapt.core.psis import loo_pointwise
 da = pytest.importorskip("dask.array")
 xr = pytest.importorskip("xarray")
 
-from loo_adapt.io.lazy import is_lazy, lazy_log_lik, psis_loo_lazy  # noqa: E402
+from loo_adapt.io.lazy import (  # noqa: E402
+    from_function,
+    is_lazy,
+    lazy_log_lik,
+    psis_loo_lazy,
+)
 
 
 def _log_lik(shape, seed=0):
@@ -89,6 +94,23 @@ def test_several_observation_dims_are_flattened_in_c_order():
     _assert_same(psis_loo_lazy(lazy), loo_pointwise(x.reshape(2, 150, 30)))
 
 
+def test_log_lik_function_evaluated_chunk_by_chunk():
+    x = _log_lik((3, 200, 70), seed=7)
+    flat = x.reshape(600, 70)
+    seen = []
+
+    def fn(draws, idx):
+        seen.append(len(idx))
+        return draws[:, idx]
+
+    lazy = from_function(fn, flat, n_obs=70, n_samples=600, obs_chunk=30, chains=3)
+    assert lazy.shape == (3, 200, 70) and not seen  # nothing evaluated yet
+    _assert_same(psis_loo_lazy(lazy), loo_pointwise(x))
+    assert max(seen) <= 30
+    with pytest.raises(ValueError, match=r"returned shape \(5, \d+\), expected \(600, \d+\)"):
+        psis_loo_lazy(from_function(lambda d, i: d[:5, i], flat, 70, 600, obs_chunk=30))
+
+
 def test_inference_data_opened_lazily_from_netcdf(tmp_path):
     az = pytest.importorskip("arviz")
     x = _log_lik((3, 200, 60), seed=4)
@@ -107,6 +129,8 @@ def test_inference_data_opened_lazily_from_netcdf(tmp_path):
     _assert_same(psis_loo_lazy(ds, var_name="y"), ref)
     _assert_same(psis_loo_lazy(ds["y"]), ref)
     assert not is_lazy(ds.load())
+    plain = xr.open_dataset(path, group="log_likelihood")  # lazily indexed, not dask
+    assert not is_lazy(plain) and not plain["y"].variable._in_memory  # and not loaded by it
 
 
 def test_errors_name_the_fix():
