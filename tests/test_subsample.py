@@ -96,6 +96,18 @@ def test_difference_estimator_equals_the_paper_equations(problem):
         assert ss_model.estimates[key] == pytest.approx(value, abs=1e-9), key
 
 
+def test_model_reads_theta_and_chains_from_the_fit(problem):
+    from loo_adapt.io.readers import read_dict
+
+    theta = problem["theta"].reshape(CHAINS, DRAWS, 3)
+    fit = read_dict({"alpha": theta[..., 0], "beta": theta[..., 1:]}, method="mcmc")
+    ss = loo_subsample(problem["model"], fit, observations=30, seed=9)
+    ref = _run(problem, observations=30, seed=9)
+    np.testing.assert_array_equal(ss.idx, ref.idx)
+    np.testing.assert_allclose(ss.pointwise.r_eff, ref.pointwise.r_eff, atol=1e-12)
+    assert ss.elpd_loo == pytest.approx(ref.elpd_loo, abs=1e-9)
+
+
 def test_srs_estimator(problem):
     ss = _run(problem, observations=50, estimator="srs", seed=4)
     y = problem["ref"].elpd_loo[ss.idx]
