@@ -82,8 +82,9 @@ def part_out_of_core(args) -> None:
     if args.cluster:
         from distributed import Client, LocalCluster
 
-        client = Client(LocalCluster(n_workers=args.cluster, threads_per_worker=1,
-                                     dashboard_address=None))
+        cluster = LocalCluster(n_workers=args.cluster, threads_per_worker=1,
+                               dashboard_address=None)
+        client = Client(cluster)
     # warm up numba (cache load / compile) outside the timing
     psis_loo_lazy(ll[..., :chunk])
     rss0 = _rss_mb()
@@ -99,6 +100,7 @@ def part_out_of_core(args) -> None:
     print(f"peak RSS of this process: {rss1:.0f} MB (before the call: {rss0:.0f} MB)")
     if client is not None:
         client.close()
+        cluster.close()
 
     k = min(args.check_obs, args.obs)
     diffs, t_mem = [], 0.0
