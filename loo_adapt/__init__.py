@@ -5,6 +5,8 @@ Public verbs (in the style of R loo and ArviZ):
 - `loo(data, ...)`: PSIS-LOO, with adaptive importance sampling, mixture importance
   sampling and exact refits where PSIS cannot be trusted; returns the installed arviz's
   `ELPDData`.
+- `loo_subsample(log_lik_fn, draws, ...)`: PSIS-LOO for large n from a log-likelihood
+  function on a subsample of observations (R loo's `loo_subsample`).
 - `psis(log_ratios, r_eff)`: Pareto-smoothed log weights and k-hat (the
   `loo_adapt.core.psis` module is itself callable: `loo_adapt.psis(...)` works).
 - `read_draws(obj)` / `read_csv(paths)`: draws from cmdstanpy, Stan CSV, ArviZ, stanli, arrays.
@@ -24,6 +26,7 @@ __version__ = "0.1.0"
 #: public name -> (module, attribute)
 _LAZY = {
     "loo": ("loo_adapt.api", "loo"),
+    "loo_subsample": ("loo_adapt.subsample", "loo_subsample"),
     "read_draws": ("loo_adapt.io.readers", "read_draws"),
     "read_csv": ("loo_adapt.io.readers", "read_csv"),
     "Draws": ("loo_adapt.draws", "Draws"),

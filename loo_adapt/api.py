@@ -178,6 +178,16 @@ def loo(
     >>> round(float(res.loo_adapt.estimates()["elpd_loo"]), 1)
     -20.1
     """
+    from loo_adapt.io.lazy import is_lazy
+
+    if is_lazy(data):
+        return _loo_lazy(data, var_name=var_name, reff=reff, scale=scale, pointwise=pointwise,
+                         khat_threshold=khat_threshold,
+                         unsupported=dict(model=model, adapt=adapt, method=method,
+                                          fallback=fallback, y=y, program=program,
+                                          mixis_draws=mixis_draws,
+                                          estimator=None if estimator in ("auto", "psis")
+                                          else estimator))
     from loo_adapt.evaluation.arviz import to_elpd_data
 
     if method in ("psis", "mixis"):
@@ -218,6 +228,22 @@ def loo(
     _warn_unverified(result, ctx)
     log_weights = base.log_weights if not np.any(result.adapted) else None
     return to_elpd_data(result, scale=scale, pointwise=pointwise, log_weights=log_weights)
+
+
+def _loo_lazy(data, *, var_name, reff, scale, pointwise, khat_threshold, unsupported):
+    """Plain PSIS-LOO of a lazy (dask) log-likelihood, chunk by chunk of observations."""
+    from loo_adapt.evaluation.arviz import to_elpd_data
+    from loo_adapt.io.lazy import psis_loo_lazy
+
+    given = [k for k, v in unsupported.items() if v not in (None, (), False)]
+    if given:
+        raise ValueError(f"a lazy (dask) log-likelihood gets plain PSIS-LOO only: drop "
+                         f"{', '.join(k + '=' for k in given)} or pass the computed array")
+    base = psis_loo_lazy(data, var_name=var_name or "log_lik", r_eff=reff)
+    result = initial_result(base, khat_threshold=khat_threshold)
+    _warn_unverified(result, Context(draws=None))
+    return to_elpd_data(result, scale=_resolve_scale(scale), pointwise=pointwise,
+                        log_weights=None)
 
 
 def _resolve_scale(scale):

@@ -345,7 +345,7 @@ def _columns(idx, limit=10) -> str:
     return txt
 
 
-def psislw(log_ratios, r_eff=1.0, normalize: bool = True):
+def psislw(log_ratios, r_eff=1.0, normalize: bool = True, *, warn: bool = True):
     """Pareto-smoothed log importance weights and Pareto khat, per observation.
 
     Parameters
@@ -359,6 +359,9 @@ def psislw(log_ratios, r_eff=1.0, normalize: bool = True):
     normalize : bool
         True: log weights normalised so that ``logsumexp`` over draws is 0 (arviz).
         False: R loo's unnormalised smoothed log weights (``psis()$log_weights``).
+    warn : bool
+        False: no warnings (too few draws, GPD fit impossible: khat is then inf), for callers
+        that report them once for many blocks of columns (``loo_adapt.core.chunked``).
 
     Returns
     -------
@@ -388,7 +391,7 @@ def psislw(log_ratios, r_eff=1.0, normalize: bool = True):
             "log_ratios are -inf for every draw in column(s) "
             + _columns(np.flatnonzero(all_neg_inf))
         )
-    if n_draws < MIN_DRAWS:
+    if warn and n_draws < MIN_DRAWS:
         warnings.warn(
             f"only {n_draws} draws: the Pareto k diagnostic is unreliable below {MIN_DRAWS}",
             stacklevel=2,
@@ -410,7 +413,7 @@ def psislw(log_ratios, r_eff=1.0, normalize: bool = True):
         (_FIT_FAILED, "the generalized Pareto fit failed"),
     ):
         cols = np.flatnonzero(status == code)
-        if cols.size:
+        if warn and cols.size:
             warnings.warn(
                 f"{msg} in column(s) {_columns(cols)}; khat set to inf and the weights left "
                 "unsmoothed",
@@ -533,7 +536,8 @@ class PsisLoo:
         return self.to_result().estimates()
 
 
-def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal") -> PsisLoo:
+def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal", *,
+                  warn: bool = True) -> PsisLoo:
     """PSIS-LOO per observation from a pointwise log-likelihood.
 
     Parameters
@@ -543,6 +547,8 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal") -> PsisLo
     r_eff : None, float or array (n,)
         None: ``relative_eff`` of ``exp(log_lik)`` from the chain structure for 3-D input,
         1 for 2-D input (draws treated as independent).
+    warn : bool
+        False: leave the PSIS warnings to the caller (see `psislw`).
     """
     from loo_adapt.core.ess import relative_eff
 
@@ -576,12 +582,12 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal") -> PsisLo
     else:
         r = _prepare_r_eff(r_eff, n_obs)
     lpd = logsumexp(ll2, axis=0) - math.log(s_total)
-    return _psis_loo(ll2, -ll2, lpd, r, mcse_method)
+    return _psis_loo(ll2, -ll2, lpd, r, mcse_method, warn=warn)
 
 
-def _psis_loo(ll, log_ratios, lpd, r_eff, mcse_method) -> PsisLoo:
+def _psis_loo(ll, log_ratios, lpd, r_eff, mcse_method, warn: bool = True) -> PsisLoo:
     """Smooth the LOO log ratios of (S, n) draws and collect the pointwise results."""
-    lw, khat = psislw(log_ratios, r_eff=r_eff, normalize=True)
+    lw, khat = psislw(log_ratios, r_eff=r_eff, normalize=True, warn=warn)
     elpd = logsumexp(ll + lw, axis=0)
     return PsisLoo(
         elpd_loo=elpd,
