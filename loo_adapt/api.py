@@ -177,7 +177,7 @@ def loo(
     >>> round(float(res.loo_adapt.estimates()["elpd_loo"]), 1)
     -20.1
     """
-    from loo_adapt.evaluation.arviz import to_elpd_data
+    from loo_adapt.evaluation.arviz import observation_layout, to_elpd_data
 
     if method in ("psis", "mixis"):
         warnings.warn(f"method={method!r} names the estimator: use estimator={method!r} "
@@ -212,20 +212,17 @@ def loo(
     result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob)
     result = run_stages(ctx, result, stages)
     _warn_unverified(result, program=program, model=model, mixis_draws=mixis_draws)
-    log_weights = base.log_weights if not np.any(result.adapted) else None
-    return to_elpd_data(result, scale=scale, pointwise=pointwise, log_weights=log_weights)
+    layout = observation_layout(data, var_name, draws.n_chains, draws.n_draws,
+                                draws[var_name].shape[2:] if var_name in draws
+                                else (result.n_obs,))
+    return to_elpd_data(result, scale=scale, pointwise=pointwise, layout=layout,
+                        log_weights=base.log_weights, approx_posterior=draws.is_approximate)
 
 
 def _resolve_scale(scale):
-    if scale is not None:
-        return scale
-    try:
-        import arviz as az
+    from loo_adapt.evaluation.arviz import resolve_scale
 
-        value = az.rcParams.get("stats.ic_scale", "log")
-    except Exception:  # arviz without that rcParam
-        value = "log"
-    return value if value in ("log", "negative_log", "deviance") else "log"
+    return resolve_scale(scale)
 
 
 def _check_y(y, n) -> np.ndarray:
