@@ -267,34 +267,6 @@ def pit_rows(y, y_rep, log_weights, *, seed=None):
 
 
 # --------------------------------------------------------------------------- result layer
-def _rows_from_result(result, log_weights, row_draws, n_values):
-    """Per-row (log weights, source, method, reason) from a loo_adapt result."""
-    from loo_adapt.evaluation.arviz import log_weights_matrix, pointwise_from_elpd_data
-    from loo_adapt.result import PointwiseLoo
-
-    res = result if isinstance(result, PointwiseLoo) else pointwise_from_elpd_data(result)
-    if log_weights is None:
-        log_weights = getattr(result, "log_weights", None)
-        if log_weights is None:
-            raise ValueError("no log weights: pass log_weights= (S, n), or a loo_adapt.loo "
-                             "result computed with pointwise=True")
-    lw = log_weights_matrix(log_weights)
-    n = lw.shape[1]
-    if n != n_values:
-        raise ValueError(f"log_weights have {n} observations, the values {n_values}")
-    method = (np.full(n, "psis", dtype=object) if res is None
-              else np.asarray(res.method, dtype=object).copy())
-    reason = np.full(n, "", dtype=object)
-    row_draws = dict(row_draws or {})
-    for i in range(n):
-        if i in row_draws:
-            continue
-        if np.isnan(lw[:, i]).all():
-            reason[i] = (f"{method[i]}: no weights on the posterior draws (its draws are "
-                         "its own); pass row_draws={i: (values_i, log_weights_i)}")
-    return lw, method, reason, row_draws, res
-
-
 def _obs_matrix(values, s):
     """(S, n) from (chains, draws, *obs) / (S, *obs) / (S, n) values."""
     v = np.asarray(values, dtype=float)
@@ -304,6 +276,44 @@ def _obs_matrix(values, s):
         return v.reshape(s, -1)
     raise ValueError(f"values have shape {v.shape}; expected (chains, draws, *obs) or "
                      f"({s}, n) matching the {s} posterior draws")
+
+
+def _prepare(result, log_weights, values, row_draws):
+    """Per-row draws and log weights from a loo_adapt result (or given log weights).
+
+    Returns (values per row, log weights per row, method, reason, r_eff, rows given in
+    ``row_draws``, number of posterior draws S); rows of estimators without weights on the
+    posterior draws and not in ``row_draws`` keep NaN weights and get a reason.
+    """
+    from loo_adapt.evaluation.arviz import log_weights_matrix, pointwise_from_elpd_data
+    from loo_adapt.result import PointwiseLoo
+
+    if log_weights is None:
+        log_weights = getattr(result, "log_weights", None)
+    if log_weights is None:
+        raise ValueError("no log weights: pass log_weights= (S, n), or a loo_adapt.loo "
+                         "result computed with pointwise=True")
+    lw = log_weights_matrix(log_weights)
+    x = _obs_matrix(values, lw.shape[0])
+    n = lw.shape[1]
+    if x.shape[1] != n:
+        raise ValueError(f"log_weights have {n} observations, the draws {x.shape[1]}")
+    res = result if isinstance(result, PointwiseLoo) else pointwise_from_elpd_data(result)
+    method = (np.full(n, "psis", dtype=object) if res is None
+              else np.asarray(res.method, dtype=object).copy())
+    reason = np.full(n, "", dtype=object)
+    row_draws = dict(row_draws or {})
+    cols_x = [x[:, i] for i in range(n)]
+    cols_w = [lw[:, i] for i in range(n)]
+    for i in range(n):
+        if i in row_draws:
+            cols_x[i] = np.asarray(row_draws[i][0], dtype=float).ravel()
+            cols_w[i] = np.asarray(row_draws[i][1], dtype=float).ravel()
+        elif np.isnan(lw[:, i]).all():
+            reason[i] = (f"{method[i]}: no weights on the posterior draws (its draws are "
+                         "its own); pass row_draws={i: (values_i, log_weights_i)}")
+    r_eff = 1.0 if res is None else res.r_eff
+    return cols_x, cols_w, method, reason, r_eff, set(row_draws), lw.shape[0]
 
 
 def loo_expectations(result, values, *, kind: str = "mean", probs=None, log_weights=None,
@@ -338,24 +348,12 @@ def loo_expectations(result, values, *, kind: str = "mean", probs=None, log_weig
     [1.0, 1.0, 1.0]
     """
     probs = _check_kind(kind, probs)
-    lw_src = log_weights if log_weights is not None else getattr(result, "log_weights", None)
-    if lw_src is None:
-        raise ValueError("no log weights: pass log_weights= (S, n), or a loo_adapt.loo "
-                         "result computed with pointwise=True")
-    from loo_adapt.evaluation.arviz import log_weights_matrix
-
-    s = log_weights_matrix(lw_src).shape[0]
-    x = _obs_matrix(values, s)
-    n_values = x.shape[1]
-    lw, method, reason, row_draws, res = _rows_from_result(result, lw_src, row_draws, n_values)
-    cols_x = [x[:, i] for i in range(n_values)]
-    cols_w = [lw[:, i] for i in range(n_values)]
-    cols_r = list(cols_w) if log_ratios is None else [c for c in _obs_matrix(log_ratios, s).T]
-    for i, (xi, lwi) in row_draws.items():
-        cols_x[i] = np.asarray(xi, dtype=float).ravel()
-        cols_w[i] = np.asarray(lwi, dtype=float).ravel()
-        cols_r[i] = cols_w[i]
-    r_eff = 1.0 if res is None else res.r_eff
+    cols_x, cols_w, method, reason, r_eff, given, s = _prepare(result, log_weights, values,
+                                                               row_draws)
+    cols_r = list(cols_w)
+    if log_ratios is not None:
+        lr = _obs_matrix(log_ratios, s)
+        cols_r = [cols_w[i] if i in given else lr[:, i] for i in range(len(cols_w))]
     value, khat = e_loo_rows(cols_x, cols_w, kind, probs, log_ratios=cols_r, r_eff=r_eff)
     return LooExpectation(value=value, pareto_k=khat, method=method, reason=reason,
                           kind=kind, probs=probs)
@@ -389,24 +387,11 @@ def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None):
     True
     """
     y = np.asarray(y, dtype=float).ravel()
-    lw_src = log_weights if log_weights is not None else getattr(result, "log_weights", None)
-    if lw_src is None:
-        raise ValueError("no log weights: pass log_weights= (S, n), or a loo_adapt.loo "
-                         "result computed with pointwise=True")
-    from loo_adapt.evaluation.arviz import log_weights_matrix
-
-    s = log_weights_matrix(lw_src).shape[0]
-    yr = _obs_matrix(y_rep, s)
-    if yr.shape[1] != y.size:
-        raise ValueError(f"y has {y.size} observations, y_rep {yr.shape[1]}")
-    lw, method, reason, row_draws, res = _rows_from_result(result, lw_src, row_draws, y.size)
-    cols_y = [yr[:, i] for i in range(y.size)]
-    cols_w = [lw[:, i] for i in range(y.size)]
-    for i, (yi, lwi) in row_draws.items():
-        cols_y[i] = np.asarray(yi, dtype=float).ravel()
-        cols_w[i] = np.asarray(lwi, dtype=float).ravel()
+    cols_y, cols_w, method, reason, r_eff, _, _ = _prepare(result, log_weights, y_rep,
+                                                           row_draws)
+    if len(cols_y) != y.size:
+        raise ValueError(f"y has {y.size} observations, y_rep {len(cols_y)}")
     pit = pit_rows(y, cols_y, cols_w, seed=seed)
     ind = [(c <= yy).astype(float) for c, yy in zip(cols_y, y)]
-    r_eff = 1.0 if res is None else res.r_eff
     _, khat = e_loo_rows(ind, cols_w, "mean", r_eff=r_eff)
     return LooPit(pit=pit, pareto_k=khat, method=method, reason=reason)

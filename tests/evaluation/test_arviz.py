@@ -377,3 +377,31 @@ def test_arviz_reloo_accepts_our_result_and_matches_exact_loo():
     np.testing.assert_allclose(np.ravel(_elpd_i(a)), exact, atol=0.02)
     assert "changed after loo_adapt built this ELPDData" in a.summary()
     assert "changed after" not in ours.summary()
+
+
+@pytest.mark.skipif(V0, reason="arviz 0.x has no loo_moment_match")
+def test_arviz_loo_moment_match_accepts_our_result():
+    y, mu, ll, yrep = _normal_model(seed=7, shape=(12,), outlier=4.0)
+    data = _container(y, mu, ll, yrep)
+    ours = loo_adapt.loo(data)
+    theirs = _arviz_loo(data)
+    upars = xr.DataArray(mu[..., None], dims=["chain", "draw", "upars_dim"])
+
+    def log_prob(u):
+        m = u.isel(upars_dim=0).values
+        return xr.DataArray(norm.logpdf(y[:, None, None], loc=m[None]).sum(0),
+                            dims=["chain", "draw"])
+
+    def log_lik_i(u, i):
+        return xr.DataArray(norm.logpdf(y[i], loc=u.isel(upars_dim=0).values),
+                            dims=["chain", "draw"])
+
+    kw = dict(log_prob_upars_fn=log_prob, log_lik_i_upars_fn=log_lik_i, upars=upars,
+              k_threshold=0.3)
+    a = az.loo_moment_match(data, ours, **kw)
+    b = az.loo_moment_match(data, theirs, **kw)
+    assert float(ours.pareto_k[0]) > 0.3 and float(a.pareto_k[0]) < 0.3  # row 0 was matched
+    np.testing.assert_allclose(a.elpd_i.values, b.elpd_i.values, atol=1e-3)
+    n = y.size
+    exact = norm.logpdf(y[0], np.delete(y, 0).mean(), np.sqrt(1 + 1 / (n - 1)))
+    assert float(a.elpd_i[0]) == pytest.approx(exact, abs=0.1)
