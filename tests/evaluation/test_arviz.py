@@ -405,3 +405,12 @@ def test_arviz_loo_moment_match_accepts_our_result():
     n = y.size
     exact = norm.logpdf(y[0], np.delete(y, 0).mean(), np.sqrt(1 + 1 / (n - 1)))
     assert float(a.elpd_i[0]) == pytest.approx(exact, abs=0.1)
+
+
+def test_approximate_draws_are_marked_as_arviz_marks_them():
+    files = sorted((DATA / "logistic_normal" / "variational").glob("*.csv"))
+    res = loo_adapt.loo([str(f) for f in files])
+    assert res.loo_adapt.n_obs == 54
+    if not V0:  # arviz 1.x's loo_approximate_posterior sets approx_posterior
+        assert res.approx_posterior is True
+        assert "Posterior approximation correction used." in repr(res)
