@@ -10,6 +10,8 @@ Public verbs (in the style of R loo and ArviZ):
 - `psis(log_ratios, r_eff)`: Pareto-smoothed log weights and k-hat (the
   `loo_adapt.core.psis` module is itself callable: `loo_adapt.psis(...)` works).
 - `read_draws(obj)` / `read_csv(paths)`: draws from cmdstanpy, Stan CSV, ArviZ, stanli, arrays.
+- `loo_pit(result, y, y_rep)`, `loo_expectations(result, values, kind=...)`: LOO-PIT and
+  LOO expectations (R loo's ``E_loo``) with the weights of each row's estimator.
 - `save_report(result, dir)`, `plot_khat(result)`.
 
 Sub-packages, each loaded on first use: `core` (numpy in, numpy out), `estimators`,
@@ -33,6 +35,8 @@ _LAZY = {
     "PointwiseLoo": ("loo_adapt.result", "PointwiseLoo"),
     "save_report": ("loo_adapt.evaluation.report", "save_report"),
     "plot_khat": ("loo_adapt.evaluation.plots", "plot_khat"),
+    "loo_pit": ("loo_adapt.expectations", "loo_pit"),
+    "loo_expectations": ("loo_adapt.expectations", "loo_expectations"),
     "StanProgram": ("loo_adapt.stan.program", "StanProgram"),
     "refit_loo": ("loo_adapt.stan.refit", "refit_loo"),
     "kfold": ("loo_adapt.kfold", "kfold"),

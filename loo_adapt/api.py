@@ -188,7 +188,7 @@ def loo(
                                           mixis_draws=mixis_draws,
                                           estimator=None if estimator in ("auto", "psis")
                                           else estimator))
-    from loo_adapt.evaluation.arviz import to_elpd_data
+    from loo_adapt.evaluation.arviz import observation_layout, to_elpd_data
 
     if method in ("psis", "mixis"):
         warnings.warn(f"method={method!r} names the estimator: use estimator={method!r} "
@@ -226,8 +226,11 @@ def loo(
     result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob)
     result = run_stages(ctx, result, stages)
     _warn_unverified(result, ctx)
-    log_weights = base.log_weights if not np.any(result.adapted) else None
-    return to_elpd_data(result, scale=scale, pointwise=pointwise, log_weights=log_weights)
+    name = draws.log_lik_name(var_name)
+    layout = observation_layout(data, name, draws.n_chains, draws.n_draws,
+                                draws.variables[name].shape[2:])
+    return to_elpd_data(result, scale=scale, pointwise=pointwise, layout=layout,
+                        log_weights=base.log_weights, approx_posterior=draws.is_approximate)
 
 
 def _loo_lazy(data, *, var_name, reff, scale, pointwise, khat_threshold, unsupported):
@@ -247,15 +250,9 @@ def _loo_lazy(data, *, var_name, reff, scale, pointwise, khat_threshold, unsuppo
 
 
 def _resolve_scale(scale):
-    if scale is not None:
-        return scale
-    try:
-        import arviz as az
+    from loo_adapt.evaluation.arviz import resolve_scale
 
-        value = az.rcParams.get("stats.ic_scale", "log")
-    except Exception:  # arviz without that rcParam
-        value = "log"
-    return value if value in ("log", "negative_log", "deviance") else "log"
+    return resolve_scale(scale)
 
 
 def _is_number(value) -> bool:

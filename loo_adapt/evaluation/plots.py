@@ -4,7 +4,11 @@
   (coloured by the estimator), threshold line, minimum per observation labelled.
 * :func:`plot_khat_candidates` - the paper's Fig. 2 / S.2: every tried transform and step size.
 * :func:`plot_roc`, :func:`plot_pr` - several fits on one axis (the paper's Fig. 3).
-* :func:`plot_khat_hist`, :func:`plot_calibration`.
+* :func:`plot_khat_hist`, :func:`plot_calibration` (bin counts, binomial bands).
+* :func:`plot_loo_pit` - ECDF of LOO-PIT values minus the uniform CDF, with a band.
+
+Thresholds come from the number of draws S (min(1 - 1/log10 S, 0.7), as arviz and R loo);
+value labels are placed so that they do not overlap (crowded ones are left out).
 
 Colours per transform follow the paper's Fig. S.2 (KL green, Variance blue, LL orange,
 MM1 red); the remaining estimators get the next tableau colours.
@@ -31,6 +35,7 @@ __all__ = [
     "plot_roc",
     "plot_pr",
     "plot_calibration",
+    "plot_loo_pit",
 ]
 
 TRANSFORM_COLORS = {
@@ -90,6 +95,83 @@ def _threshold_for(n_samples) -> float:
     return float(min(1.0 - 1.0 / np.log10(n_samples), 0.7))
 
 
+def _resolve_threshold(threshold, from_result, n_samples) -> float:
+    """Explicit threshold, else the result's, else from the number of draws S, else 0.7
+    (R loo's cap, reached at S >= 2154)."""
+    if threshold is not None:
+        return float(threshold)
+    if from_result is not None:
+        return float(from_result)
+    if n_samples is not None:
+        return _threshold_for(n_samples)
+    return 0.7
+
+
+#: offsets (points) tried in turn for a value label; a label that fits none is left out
+_OFFSETS = ((4, -10), (4, 3), (-22, -10), (-22, 3), (4, 12), (4, -19), (-22, 12), (-22, -19))
+
+
+def _renderer(fig):
+    """Draw the figure and return its renderer (a canvas-less Figure gets an Agg canvas)."""
+    if not hasattr(fig.canvas, "get_renderer"):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def _place_labels(ax, xs, ys, texts, *, colors=None, fontsize=7, offsets=_OFFSETS,
+                  priority=None) -> int:
+    """Annotate points with texts that overlap neither each other nor the tick labels.
+
+    Labels are placed in order of ``priority`` (largest first) at the first offset whose
+    bounding box is free and inside the axes; the rest are left out.  Returns how many were
+    left out.
+    """
+    n = len(texts)
+    if n == 0:
+        return 0
+    renderer = _renderer(ax.figure)
+    axbox = ax.get_window_extent(renderer)
+    taken = [t.get_window_extent(renderer) for t in ax.texts]
+    order = range(n) if priority is None else np.argsort(-np.asarray(priority), kind="stable")
+    skipped = 0
+    for j in order:
+        color = None if colors is None else colors[j]
+        placed = False
+        for off in offsets:
+            ann = ax.annotate(texts[j], (xs[j], ys[j]), xytext=off, textcoords="offset points",
+                              fontsize=fontsize, color=color)
+            box = ann.get_window_extent(renderer)
+            inside = (box.x0 >= axbox.x0 and box.x1 <= axbox.x1 and box.y0 >= axbox.y0
+                      and box.y1 <= axbox.y1)
+            if inside and not any(box.overlaps(b) for b in taken):
+                taken.append(box)
+                placed = True
+                break
+            ann.remove()
+        skipped += not placed
+    return skipped
+
+
+def _thin_ticklabels(ax, labels, rotation=90):
+    """Set x tick labels, keeping every k-th one so that none overlap."""
+    ticks = np.arange(len(labels))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, rotation=rotation)
+    renderer = _renderer(ax.figure)
+    step = 1
+    while step < len(labels):
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()[::step]]
+        if not any(a.overlaps(b) for a, b in zip(boxes[:-1], boxes[1:])):
+            break
+        step += 1
+    if step > 1:
+        ax.set_xticks(ticks[::step])
+        ax.set_xticklabels(list(labels)[::step], rotation=rotation)
+
+
 # --------------------------------------------------------------------------- k-hat inputs
 def _as_pointwise(obj) -> PointwiseLoo | None:
     if isinstance(obj, PointwiseLoo):
@@ -146,7 +228,7 @@ def _check_len(name, arr, n):
 # --------------------------------------------------------------------------- plot_khat
 def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=None,
               label_min: bool = True, legend: bool = True, markersize: float = 18.0,
-              **scatter_kws):
+              n_samples=None, **scatter_kws):
     """Pareto k-hat per observation, before (black) and after adaptation (by estimator).
 
     Parameters
@@ -157,9 +239,20 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
     after, method : k-hat after adaptation and estimator name per observation; taken from
         a PointwiseLoo when not given.
     threshold : horizontal line; defaults to the result's threshold (arviz ``good_k``),
-        else 0.7.
+        else min(1 - 1/log10 S, 0.7) from ``n_samples``, else 0.7.
     label_min : write the smallest k-hat reached next to every observation that was above
-        the threshold or was adapted.
+        the threshold or was adapted (highest first; labels that would overlap are left out).
+    n_samples : number of posterior draws S, for the threshold of a bare k-hat array.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> ax = plot_khat(np.array([0.1, 0.8, 0.3]), n_samples=1000)
+    >>> round(ax.lines[0].get_ydata()[0], 2)
+    0.67
 
     Observations finished by refits or MixIS have no k-hat after adaptation: they are shown
     as hollow rings of their colour around the black dot.
@@ -174,7 +267,7 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
         method = np.where(np.isfinite(after) & (after != khat), "adapted", "psis").astype(object)
     if method is not None and after is None:
         after = np.full(n, np.nan)
-    thr = threshold if threshold is not None else (thr0 if thr0 is not None else 0.7)
+    thr = _resolve_threshold(threshold, thr0, n_samples)
 
     ax = _get_ax(ax)
     x = np.arange(n)
@@ -204,12 +297,12 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
     else:
         show = khat > thr
     ax.axhline(thr, ls="--", color="gray", lw=1, label=f"threshold {KHAT_FMT.format(thr)}")
-    if label_min:
-        for i in np.flatnonzero(show & np.isfinite(final)):
-            ax.annotate(KHAT_FMT.format(final[i]), (x[i], final[i]), xytext=(4, -10),
-                        textcoords="offset points", fontsize=7)
     ax.set_xlabel("observation")
     ax.set_ylabel(r"Pareto $\hat{k}$")
+    if label_min:
+        idx = np.flatnonzero(show & np.isfinite(final))
+        _place_labels(ax, x[idx], final[idx], [KHAT_FMT.format(v) for v in final[idx]],
+                      priority=khat[idx])
     if legend:
         ax.legend(fontsize=8, loc="best")
     return ax
@@ -218,7 +311,7 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
 # --------------------------------------------------------------------------- Fig. 2
 def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
                          use_holdout: bool = False, label_min: bool = True,
-                         size_range=(12.0, 70.0), legend: bool = True):
+                         size_range=(12.0, 70.0), legend: bool = True, n_samples=None):
     """The paper's Fig. 2 / S.2: k-hat of every tried (observation, transform, step size).
 
     Parameters
@@ -228,6 +321,13 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
     khat : k-hat before adaptation, indexed by observation (array of length n or a
         PointwiseLoo); drawn as large black dots.
     use_holdout : plot ``khat_holdout`` instead of ``khat``.
+    threshold : horizontal line; default the result's threshold, else from ``n_samples``
+        (min(1 - 1/log10 S, 0.7)), else 0.7.
+    n_samples : number of posterior draws S.
+
+    Returns
+    -------
+    matplotlib Axes
 
     Each observation with candidates gets one x position (tick label = observation index);
     transforms are dodged horizontally and coloured as in the paper; the step size rho sets
@@ -245,7 +345,9 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
         if threshold is None:
             threshold = kres.khat_threshold
         khat = kres.khat
-    thr = 0.7 if threshold is None else float(threshold)
+    if res is not None and n_samples is None:
+        n_samples = res.n_samples
+    thr = _resolve_threshold(threshold, None, n_samples)
     if not candidates:
         raise ValueError("no candidates to plot (PointwiseLoo.candidates is empty)")
     key = "khat_holdout" if use_holdout else "khat"
@@ -281,42 +383,61 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
                              f"{k0.size} k-hat values")
         ax.scatter(np.arange(obs.size), k0[obs], s=90, c="black", zorder=3,
                    label="original")
+    lab_x, lab_y, lab_t, lab_c = [], [], [], []
     for t, name in enumerate(transforms):
         sel = (names == name) & np.isfinite(kc)
         if not sel.any():
             continue
         ax.scatter(pos[sel] + dodge[t], kc[sel], s=sizes[sel], color=transform_color(name),
                    alpha=0.8, zorder=2, label=_label(name))
-        if label_min:
-            for i in np.unique(obs_i[sel]):
-                s = sel & (obs_i == i)
-                j = np.flatnonzero(s)[np.argmin(kc[s])]
-                ax.annotate(KHAT_FMT.format(kc[j]), (pos[j] + dodge[t], kc[j]),
-                            xytext=(3, -9), textcoords="offset points", fontsize=7,
-                            color=transform_color(name))
+        for i in np.unique(obs_i[sel]):
+            s = sel & (obs_i == i)
+            j = np.flatnonzero(s)[np.argmin(kc[s])]
+            lab_x.append(pos[j] + dodge[t])
+            lab_y.append(kc[j])
+            lab_t.append(KHAT_FMT.format(kc[j]))
+            lab_c.append(transform_color(name))
     ax.axhline(thr, ls="--", color="gray", lw=1, label=f"threshold {KHAT_FMT.format(thr)}")
-    ax.set_xticks(np.arange(obs.size))
-    ax.set_xticklabels([str(i) for i in obs], rotation=90 if obs.size > 15 else 0)
     ax.set_xlim(-0.6, obs.size - 0.4)
     ax.set_xlabel("observation")
     ax.set_ylabel(r"Pareto $\hat{k}$ (held-out draws)" if use_holdout else r"Pareto $\hat{k}$")
+    _thin_ticklabels(ax, [str(i) for i in obs], rotation=90 if obs.size > 15 else 0)
+    if label_min:
+        _place_labels(ax, lab_x, lab_y, lab_t, colors=lab_c,
+                      priority=-np.asarray(lab_y, dtype=float))
     if legend:
         ax.legend(fontsize=8, loc="best")
     return ax
 
 
 # --------------------------------------------------------------------------- histogram
-def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None):
+def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None, n_samples=None):
     """Histogram of k-hat (before adaptation, grey) and, when known, after (blue outline).
 
-    ``khat`` accepts the same inputs as :func:`plot_khat`; both histograms share bin edges.
+    Parameters
+    ----------
+    khat : the same inputs as :func:`plot_khat`; both histograms share bin edges.
+    threshold : vertical line; default the result's, else from ``n_samples``
+        (min(1 - 1/log10 S, 0.7), as :func:`plot_khat`), else 0.7.
+    after : k-hat after adaptation (taken from a PointwiseLoo when not given).
+    n_samples : number of posterior draws S.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> ax = plot_khat_hist(np.array([0.1, 0.8, 0.3]), n_samples=1000)
+    >>> round(ax.lines[0].get_xdata()[0], 2)
+    0.67
     """
     before, after0, method, thr0 = _khat_input(khat)
     after = after0 if after is None else np.asarray(after, dtype=float).ravel()
     _check_len("after", after, before.size)
     if method is not None and not np.any(method != "psis"):
         after = None  # nothing adapted: the "after" histogram would duplicate "before"
-    thr = threshold if threshold is not None else (thr0 if thr0 is not None else 0.7)
+    thr = _resolve_threshold(threshold, thr0, n_samples)
     vals = before[np.isfinite(before)]
     if after is not None:
         vals = np.r_[vals, after[np.isfinite(after)]]
@@ -402,16 +523,55 @@ def plot_pr(y, probs, *, ax=None, prevalence: bool = True, legend: bool = True):
 
 
 def plot_calibration(y, probs, n_bins: int = 10, *, strategy: str = "uniform", ax=None,
-                     diagonal: bool = True, legend: bool = True):
-    """Reliability diagram: observed frequency vs mean predicted probability per bin,
-    expected calibration error in the legend."""
+                     diagonal: bool = True, legend: bool = True, band: float | None = 0.95,
+                     counts: bool = True):
+    """Reliability diagram: observed frequency vs mean predicted probability per bin.
+
+    Parameters
+    ----------
+    y : binary outcomes (or None when ``probs`` holds PointwiseLoo results with ``y``).
+    probs : dict label -> LOO probabilities (array or PointwiseLoo), or one array.
+    n_bins, strategy : bins as ``sklearn.calibration.calibration_curve``.
+    band : central probability of the binomial band drawn at every bin: where the observed
+        frequency of a perfectly calibrated model with that bin's count and mean predicted
+        probability falls (vertical bars in the fit's colour); None for none.
+    counts : write the number of observations next to every bin's marker (left out where
+        labels would overlap).
+
+    Returns
+    -------
+    matplotlib Axes
+        The expected calibration error of each fit is in the legend.
+
+    Examples
+    --------
+    >>> y = np.array([0, 1, 1, 0, 1, 0, 1, 1])
+    >>> p = np.array([0.2, 0.7, 0.8, 0.3, 0.6, 0.4, 0.9, 0.7])
+    >>> ax = plot_calibration(y, p, n_bins=2)
+    >>> sorted(t.get_text() for t in ax.texts)
+    ['n=3', 'n=5']
+    """
+    from scipy.stats import binom
+
     y, items = _prob_items(y, probs)
     ax = _get_ax(ax, figsize=(5.0, 5.0))
+    lab_x, lab_y, lab_t, lab_c = [], [], [], []
     for label, p in items:
-        prob_true, prob_pred = metrics.calibration_curve(y, p, n_bins, strategy)
+        prob_true, prob_pred, n_bin = metrics.calibration_curve(y, p, n_bins, strategy,
+                                                                return_counts=True)
         ece = metrics.expected_calibration_error(y, p, n_bins, strategy)
-        ax.plot(prob_pred, prob_true, marker="o", ms=4, lw=1.2,
-                label=f"{label} (ECE = {VALUE_FMT.format(ece)})")
+        (line,) = ax.plot(prob_pred, prob_true, marker="o", ms=4, lw=1.2,
+                          label=f"{label} (ECE = {VALUE_FMT.format(ece)})")
+        color = line.get_color()
+        if band is not None:
+            a = (1.0 - float(band)) / 2.0
+            lo = binom.ppf(a, n_bin, prob_pred) / n_bin
+            hi = binom.ppf(1.0 - a, n_bin, prob_pred) / n_bin
+            ax.vlines(prob_pred, lo, hi, colors=color, lw=4, alpha=0.25, zorder=1)
+        lab_x += list(prob_pred)
+        lab_y += list(prob_true)
+        lab_t += [f"n={int(c)}" for c in n_bin]
+        lab_c += [color] * len(n_bin)
     if diagonal:
         ax.plot([0, 1], [0, 1], ls=":", color="gray", lw=1, label="_perfect")
     ax.set_xlim(0, 1)
@@ -419,6 +579,66 @@ def plot_calibration(y, probs, n_bins: int = 10, *, strategy: str = "uniform", a
     ax.set_aspect("equal")
     ax.set_xlabel("mean predicted probability")
     ax.set_ylabel("observed frequency")
+    if band is not None:
+        ax.set_title(f"bars: {band:.0%} binomial band of a calibrated model", fontsize=8)
+    if counts:
+        _place_labels(ax, lab_x, lab_y, lab_t, colors=lab_c, fontsize=6,
+                      priority=[int(t[2:]) for t in lab_t])
     if legend:
         ax.legend(loc="upper left", fontsize=8)
+    return ax
+
+
+# --------------------------------------------------------------------------- LOO-PIT
+def plot_loo_pit(pit, *, ax=None, band: float = 0.95, color="tab:blue", label=None):
+    """ECDF of LOO-PIT values minus the uniform CDF, with a pointwise binomial band.
+
+    For a calibrated model the LOO-PIT values are uniform on [0, 1] (continuous outcomes;
+    randomised PIT for discrete ones), so n ECDF(u) ~ Binomial(n, u) at every u: the grey
+    band holds that central probability ``band``.  An S shape below zero then above means
+    an over-dispersed predictive, the reverse under-dispersion; a hump a shifted one.
+
+    Parameters
+    ----------
+    pit : `loo_adapt.expectations.LooPit` or an array of PIT values (NaN rows are left out
+        and counted in the title).
+    band : central probability of the band.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> ax = plot_loo_pit(np.linspace(0.05, 0.95, 19))
+    >>> ax.get_xlabel()
+    'LOO-PIT'
+    """
+    from scipy.stats import binom
+
+    values = np.asarray(getattr(pit, "pit", pit), dtype=float).ravel()
+    finite = np.isfinite(values)
+    if not finite.any():
+        raise ValueError("no finite LOO-PIT values to plot")
+    if np.any((values[finite] < 0) | (values[finite] > 1)):
+        raise ValueError("LOO-PIT values must lie in [0, 1]")
+    u = np.sort(values[finite])
+    n = u.size
+    grid = np.linspace(0.0, 1.0, 201)
+    ecdf = np.searchsorted(u, grid, side="right") / n
+    a = (1.0 - float(band)) / 2.0
+    ax = _get_ax(ax, figsize=(5.0, 4.0))
+    ax.fill_between(grid, binom.ppf(a, n, grid) / n - grid, binom.ppf(1 - a, n, grid) / n - grid,
+                    color="0.85", step="post", label=f"{band:.0%} band (uniform)")
+    ax.step(grid, ecdf - grid, where="post", color=color, lw=1.5,
+            label=label or f"LOO-PIT ECDF - uniform (n={n})")
+    ax.axhline(0.0, color="gray", lw=0.8, ls=":")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("LOO-PIT")
+    ax.set_ylabel("ECDF difference")
+    missing = int((~finite).sum())
+    if missing:
+        ax.set_title(f"{missing} observations without weights on the posterior draws left out",
+                     fontsize=8)
+    ax.legend(fontsize=8, loc="best")
     return ax

@@ -350,3 +350,111 @@ def test_plot_calibration(tmp_path):
         labels.append(f"{k} (ECE = {ece:.3f})")
     assert legend_texts(ax) == labels
     assert ax.get_xlabel() == "mean predicted probability"
+
+
+# --------------------------------------------------------------------------- thresholds
+def test_thresholds_come_from_the_number_of_draws():
+    res = make_result()
+    thr_1000 = 1.0 - 1.0 / 3.0  # min(1 - 1/log10(1000), 0.7)
+    ax = plots.plot_khat_hist(res.khat, n_samples=1000)
+    assert [ln.get_xdata()[0] for ln in ax.lines] == pytest.approx([thr_1000])
+    assert "threshold 0.67" in legend_texts(ax)
+    ax = plots.plot_khat_candidates(res.candidates, res.khat, n_samples=1000)
+    assert [ln.get_ydata()[0] for ln in ax.lines] == pytest.approx([thr_1000])
+    ax = plots.plot_khat(res.khat, n_samples=1000)
+    assert [ln.get_ydata()[0] for ln in ax.lines] == pytest.approx([thr_1000])
+    # a result computed from S = 1000 draws carries its threshold into every k-hat plot
+    rng = np.random.default_rng(0)
+    from loo_adapt.core.psis import loo_pointwise
+
+    r1000 = loo_pointwise(rng.normal(-1, 0.5, (1, 1000, 30)), r_eff=1.0).to_result()
+    r1000.candidates = [{"i": 0, "transform": "ll", "rho": 0.1, "khat": 0.5}]
+    for func, get in ((plots.plot_khat, "get_ydata"), (plots.plot_khat_hist, "get_xdata"),
+                      (plots.plot_khat_candidates, "get_ydata")):
+        ax = func(r1000)
+        assert getattr(ax.lines[-1], get)()[0] == pytest.approx(thr_1000)
+        plt.close("all")
+
+
+# --------------------------------------------------------------------------- overlaps
+def _boxes(ax, texts):
+    ax.figure.canvas.draw()
+    renderer = ax.figure.canvas.get_renderer()
+    return [t.get_window_extent(renderer) for t in texts if t.get_visible() and t.get_text()]
+
+
+def _no_overlap(boxes):
+    for a in range(len(boxes)):
+        for b in range(a + 1, len(boxes)):
+            assert not boxes[a].overlaps(boxes[b]), (a, b)
+
+
+def _crowded_result(n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    khat = rng.uniform(0.5, 1.1, n)  # most of the 200 above the threshold
+    method = np.where(khat > 0.7, "ll", "psis").astype(object)
+    after = np.where(method == "ll", khat - 0.3, khat)
+    cands = [{"i": int(i), "transform": t, "rho": r, "khat": float(rng.uniform(0.2, 1.0))}
+             for i in np.flatnonzero(khat > 0.7) for t in ("kl", "ll") for r in (0.1, 1.0)]
+    return PointwiseLoo(
+        elpd_loo=np.full(n, -1.0), p_loo=np.full(n, 0.1), lpd=np.full(n, -0.9),
+        mcse_elpd_loo=np.full(n, 0.01), khat=khat, khat_threshold=0.67, n_samples=1000,
+        r_eff=1.0, khat_after=after, method=method, candidates=cands)
+
+
+def test_labels_do_not_overlap_at_n_200(tmp_path):
+    res = _crowded_result()
+    ax = plots.plot_khat(res)
+    boxes = _boxes(ax, ax.texts)
+    assert len(boxes) > 10  # labels are still drawn where there is room
+    _no_overlap(boxes)
+    save_and_check(ax, tmp_path / "khat200.png")
+    plt.close("all")
+    ax = plots.plot_khat_candidates(res)
+    _no_overlap(_boxes(ax, ax.texts))
+    ticks = _boxes(ax, ax.get_xticklabels())
+    assert len(ticks) >= 10
+    _no_overlap(ticks)
+    # every shown tick label names the observation at its position
+    obs = np.unique([c["i"] for c in res.candidates])
+    for tick, label in zip(ax.get_xticks(), ax.get_xticklabels()):
+        assert label.get_text() == str(obs[int(tick)])
+
+
+# --------------------------------------------------------------------------- calibration
+def test_calibration_shows_bin_counts_and_binomial_bands():
+    from scipy.stats import binom
+
+    rng = np.random.default_rng(3)
+    p = rng.uniform(size=300)
+    y = (rng.uniform(size=300) < p).astype(int)
+    ax = plots.plot_calibration(y, {"m": p}, n_bins=5)
+    counts = np.histogram(p, np.linspace(0, 1, 6))[0]
+    assert sorted(t.get_text() for t in ax.texts) == sorted(f"n={c}" for c in counts)
+    (bands,) = [c for c in ax.collections if isinstance(c, LineCollection)]
+    segs = bands.get_segments()
+    _, pp = sk_calibration_curve(y, p, n_bins=5)
+    for seg, c, x in zip(segs, counts, pp):
+        lo, hi = binom.interval(0.95, c, x)
+        np.testing.assert_allclose(seg[:, 0], [x, x])
+        np.testing.assert_allclose(seg[:, 1], [lo / c, hi / c])
+    _no_overlap(_boxes(ax, ax.texts))
+
+
+# --------------------------------------------------------------------------- LOO-PIT
+def test_plot_loo_pit(tmp_path):
+    from loo_adapt.expectations import LooPit
+
+    u = np.random.default_rng(4).uniform(size=150)
+    pit = LooPit(pit=np.r_[u, np.nan], pareto_k=np.zeros(151),
+                 method=np.array(["psis"] * 150 + ["mixis"], dtype=object),
+                 reason=np.array([""] * 151, dtype=object))
+    ax = plots.plot_loo_pit(pit)
+    save_and_check(ax, tmp_path / "pit.png")
+    line = ax.lines[0]
+    grid = line.get_xdata()
+    np.testing.assert_allclose(line.get_ydata(), [np.mean(u <= g) - g for g in grid],
+                               atol=1e-12)
+    assert "1 observations without weights" in ax.get_title()
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        plots.plot_loo_pit(np.array([0.2, 1.5]))
