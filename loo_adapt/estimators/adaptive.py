@@ -99,6 +99,32 @@ def _check_log_lik(model, ll_model: np.ndarray, ll_draws: np.ndarray) -> None:
         )
 
 
+def _check_prior(model, theta, hyper, ll_theta, draws) -> None:
+    """The model family's prior must be the fit's: its log posterior equals the draws' lp__
+    up to a constant.
+
+    Checked for MCMC draws carrying ``lp__`` and families without hyperparameters (their
+    log prior is the whole prior; the Stan CSV's 6 significant digits leave ~1e-4 of
+    spread).  For hierarchical priors lp__ also holds the hyperpriors and the Jacobians of
+    the constrained hyperparameters, which the family's conditional prior does not, so
+    there the likelihood check alone applies.
+    """
+    lp = (draws.sample_stats or {}).get("lp__")
+    if lp is None or draws.is_approximate or hyper is not None:
+        return
+    lp = np.asarray(lp, dtype=float).reshape(-1)
+    if lp.shape[0] != theta.shape[0] or not np.all(np.isfinite(lp)):
+        return
+    diff = lp - (model.log_prior(theta, hyper) + ll_theta.sum(axis=1))
+    spread = float(np.max(np.abs(diff - np.median(diff))))
+    if not spread <= 0.05:
+        raise ValueError(
+            f"the model's prior does not match the fit's: its log posterior differs from the "
+            f"draws' lp__ by a non-constant amount (up to {spread:.3g}); give the model the "
+            f"priors of the Stan program that produced the draws; model: {model!r}"
+        )
+
+
 def adapt_loo(draws, model, *, base, khat_threshold: float | None = None,
               **options) -> PointwiseLoo:
     """Adaptive IS for the observations of ``base`` (a `psis.PsisLoo`) above the threshold.
@@ -180,6 +206,7 @@ def adaptive_estimate(
     terms = posterior_terms(model, theta, hyper)
     ll_theta = model.log_lik(theta)
     _check_log_lik(model, ll_theta, ll_draws)
+    _check_prior(model, theta, hyper, ll_theta, draws)
     offset = draws.log_ratio_offset()
     post_sd = posterior_sd(theta)
     log_prior_theta = model.log_prior(theta, hyper)

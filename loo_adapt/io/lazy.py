@@ -21,8 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from loo_adapt.core.chunked import FIELDS, check_r_eff, from_blocks, loo_block
-from loo_adapt.io.readers import _is_datatree, _is_inference_data
-from loo_adapt.io.readers import _xr_groups as _groups
+from loo_adapt.io.arviz import _groups, _is_datatree, _is_inference_data
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "from_function", "is_lazy", "lazy_log_lik", "psis_loo_lazy"]
 

@@ -237,3 +237,19 @@ def test_posterior_draws_passed_as_mixture_draws_are_refused():
     data, draws = _fixture()
     with pytest.raises(ValueError, match="mixture posterior"):
         loo_adapt.loo(draws, reff=1.0, estimator="mixis", mixis_draws=draws, y=data["y"])
+
+
+def test_model_prior_that_is_not_the_fits_is_refused():
+    """Issue 14: Normal(0.3) on a Normal(1) fit made 29 rows "reliable", worst off by 3.16."""
+    data, draws = _fixture()
+    X, y = np.asarray(data["X"]), np.asarray(data["y"])
+    wrong = loo_adapt.models.LogisticRegression(
+        X, y, coef="beta", intercept="alpha", prior=loo_adapt.models.Normal(0.3),
+        intercept_prior=loo_adapt.models.Normal(2.5))
+    with pytest.raises(ValueError, match="prior does not match"):
+        loo_adapt.loo(draws, model=wrong)
+    # the right prior passes (the draws' lp__ is its log posterior up to a constant)
+    right = loo_adapt.models.model_for("logistic_normal", data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert loo_adapt.loo(draws, model=right, seed=1).loo_adapt.n_obs == 54
