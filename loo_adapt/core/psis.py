@@ -103,11 +103,34 @@ _DBL_EPS = np.finfo(float).eps
 
 
 @njit(cache=True, error_model="numpy")
+def _hoare(v, idx, lo, hi, pivot):
+    """Hoare partition of ``v[lo:hi + 1]`` around ``pivot`` (one of its values), with
+    ``idx`` swapped alongside unless empty; returns (i, j) with v[lo..j] <= pivot <=
+    v[i..hi] and the values strictly between equal to the pivot."""
+    i = lo
+    j = hi
+    with_idx = idx.shape[0] > 0
+    while i <= j:
+        while v[i] < pivot:
+            i += 1
+        while v[j] > pivot:
+            j -= 1
+        if i <= j:
+            v[i], v[j] = v[j], v[i]
+            if with_idx:
+                idx[i], idx[j] = idx[j], idx[i]
+            i += 1
+            j -= 1
+    return i, j
+
+
+@njit(cache=True, error_model="numpy")
 def _kth_largest(v, n, k):
     """Value of the k-th largest of ``v[:n]`` (1 <= k <= n); reorders ``v`` (quickselect)."""
     target = n - k
     lo = 0
     hi = n - 1
+    no_idx = np.empty(0, dtype=np.int64)
     while hi > lo:
         a = v[lo]
         b = v[(lo + hi) >> 1]
@@ -117,19 +140,7 @@ def _kth_largest(v, n, k):
         if b > c:
             b = c
         pivot = b if b > a else a  # median of three
-        i = lo
-        j = hi
-        while i <= j:
-            while v[i] < pivot:
-                i += 1
-            while v[j] > pivot:
-                j -= 1
-            if i <= j:
-                t = v[i]
-                v[i] = v[j]
-                v[j] = t
-                i += 1
-                j -= 1
+        i, j = _hoare(v, no_idx, lo, hi, pivot)
         if target <= j:
             hi = j
         elif target >= i:
@@ -163,19 +174,7 @@ def _sort_pairs(v, idx, n, stack):
             if v[hi] < v[mid]:
                 v[hi], v[mid] = v[mid], v[hi]
                 idx[hi], idx[mid] = idx[mid], idx[hi]
-            pivot = v[mid]
-            i = lo
-            j = hi
-            while i <= j:
-                while v[i] < pivot:
-                    i += 1
-                while v[j] > pivot:
-                    j -= 1
-                if i <= j:
-                    v[i], v[j] = v[j], v[i]
-                    idx[i], idx[j] = idx[j], idx[i]
-                    i += 1
-                    j -= 1
+            i, j = _hoare(v, idx, lo, hi, v[mid])
             # recurse into the smaller part later, loop on the larger (stack depth log n)
             if j - lo < hi - i:
                 stack[top] = i
