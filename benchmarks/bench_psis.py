@@ -17,7 +17,9 @@ and prints each as a ratio (arviz time / ours, ours / floor).  Peak extra memory
 measured in a fresh subprocess from the kernel's high-water mark of the resident set
 (``/proc/self/status`` VmHWM after resetting it), relative to the input's size.  Results are
 compared (max |khat - khat_arviz|).  Times are wall clock on whatever else the machine runs,
-so only the ratios of one run mean something.
+so only the ratios of one run mean something; the CPU time of the calling thread is printed
+too, and for the single-threaded runs (ours with one numba thread, arviz, the floor) it
+measures the work better than the wall clock on a loaded machine.
 """
 
 from __future__ import annotations
@@ -131,35 +133,39 @@ def bench(n_draws: int, n_obs: int, repeat: int) -> None:
     runs = {"ours 1 thr": [], f"ours {n_threads} thr": [], "ours loo 1 thr": [], "floor": []}
     if az_psislw is not None:
         runs[az_name] = []
+    cpu = {k: [] for k in runs}
     khat = khat_ref = None
+
+    def timed(name, fn):
+        c0, t0 = time.thread_time(), time.perf_counter()
+        out = fn()
+        runs[name].append(time.perf_counter() - t0)
+        cpu[name].append(time.thread_time() - c0)
+        return out
+
     for _ in range(repeat):
         numba.set_num_threads(1)
-        t0 = time.perf_counter()
-        lw, khat = psislw(lr, r_eff=r_eff)
-        runs["ours 1 thr"].append(time.perf_counter() - t0)
-        del lw
-        t0 = time.perf_counter()
-        loo_pointwise(ll, r_eff=r_eff, weights=False)
-        runs["ours loo 1 thr"].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        floor(lr)
-        runs["floor"].append(time.perf_counter() - t0)
+        khat = timed("ours 1 thr", lambda: psislw(lr, r_eff=r_eff))[1]
+        timed("ours loo 1 thr", lambda: loo_pointwise(ll, r_eff=r_eff, weights=False))
+        timed("floor", lambda: floor(lr))
         numba.set_num_threads(n_threads)
-        t0 = time.perf_counter()
-        lw, _ = psislw(lr, r_eff=r_eff)
-        runs[f"ours {n_threads} thr"].append(time.perf_counter() - t0)
-        del lw
+        timed(f"ours {n_threads} thr", lambda: psislw(lr, r_eff=r_eff))
         if az_psislw is not None:
-            t0 = time.perf_counter()
-            lw_ref, khat_ref = az_psislw(lr_t, r_eff)
-            runs[az_name].append(time.perf_counter() - t0)
-            del lw_ref
+            khat_ref = timed(az_name, lambda: az_psislw(lr_t, r_eff))[1]
     best = {k: _best(v) for k, v in runs.items()}
+    best_cpu = {k: _best(v) for k, v in cpu.items()}
     print(f"\nS = {n_draws}, n = {n_obs} (input {lr.nbytes / 2**20:.0f} MiB), r_eff = 1, "
-          f"best of {repeat}")
+          f"best of {repeat}; wall clock, and CPU time of the calling thread")
     for k, v in best.items():
-        print(f"  {k:<22s} {v:8.3f} s   ({', '.join(f'{t:.3f}' for t in runs[k])})")
+        cpu_txt = "     (threads)" if k == f"ours {n_threads} thr" else f"{best_cpu[k]:8.3f} s cpu"
+        print(f"  {k:<22s} {v:8.3f} s wall  {cpu_txt}   "
+              f"(wall {', '.join(f'{t:.3f}' for t in runs[k])})")
     if az_psislw is not None:
+        c_az = best_cpu[az_name]
+        print(f"  CPU-time ratio {az_name} / ours 1 thr     : "
+              f"{c_az / best_cpu['ours 1 thr']:.1f}x  (single-threaded work, robust to load)")
+        print(f"  CPU-time ratio {az_name} / ours loo 1 thr : "
+              f"{c_az / best_cpu['ours loo 1 thr']:.1f}x")
         t_az = best[az_name]
         print(f"  ratio {az_name} / ours 1 thr      : {t_az / best['ours 1 thr']:.1f}x")
         print(f"  ratio {az_name} / ours {n_threads} thr      : "

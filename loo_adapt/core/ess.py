@@ -32,6 +32,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from loo_adapt.core._compiled import NUMPY_MAX_CELLS, compiled
+
 __all__ = ["ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff"]
 
 _BLOCK = 256  # observations per FFT block, bounds the memory of the padded transform
@@ -179,11 +181,6 @@ def _geyer_ess_numpy(acov, chain_mean):
         return ess / tau
 
 
-#: Up to this many draws x columns, ESS is computed without numba (compiling the Geyer
-#: kernel takes longer in a fresh environment than numpy needs for them).
-_NUMPY_MAX_CELLS = 8_000_000
-
-
 def _ess_columns(x: np.ndarray, shift=None) -> np.ndarray:
     """ESS of each column of x (chains, draws, cols); with ``shift`` (1, 1, cols), of
     ``exp(x - shift)``, exponentiated block by block (no copy of the whole array)."""
@@ -191,8 +188,8 @@ def _ess_columns(x: np.ndarray, shift=None) -> np.ndarray:
     if n_draws < 4:
         raise ValueError(f"ESS needs at least 4 draws per chain, got {n_draws}")
     out = np.empty(n_cols)
-    use_numpy = (n_chains * n_draws * n_cols <= _NUMPY_MAX_CELLS
-                 and not (_geyer_ess.signatures or _geyer_ess_serial.signatures))
+    kernel = _geyer_ess if min(n_cols, _BLOCK) >= 64 else _geyer_ess_serial
+    use_numpy = n_chains * n_draws * n_cols <= NUMPY_MAX_CELLS and not compiled(kernel)
     for start in range(0, n_cols, _BLOCK):
         blk = x[:, :, start:start + _BLOCK]
         # R's estimator is 0/0 for a constant column; arviz returns S, and so do we,
