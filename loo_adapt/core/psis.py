@@ -36,6 +36,19 @@ pointwise values agree to rounding):
   ``ess(posterior, method="mean") / S``; R (and this module) use the ESS of
   ``exp(log_lik[:, :, i])`` per observation (``ess.relative_eff``).
 
+Implementation.  One numba kernel (``_psis_block``) handles a block of 32 observations at a
+time: the block is transposed through 64-draw tiles into a buffer, and each observation's
+tail is found by selection (a threshold from a strided sample of ~256 draws, a filter pass,
+quickselect of the cutoff among the candidates, a sort of the M + 1 largest only), so there
+is no full sort and no copy of the S x n input; the GPD fit (``core.gpd``), smoothing,
+normalisation and, for LOO, elpd_i, lpd_i and the MCSE follow in the same pass with the
+vectorised ``exp`` / ``log1p`` of ``core._vmath``.  The S x n log weights are written only
+when asked (``loo_pointwise(..., weights=False)`` skips them).  Blocks run in parallel
+(``prange``) from 64 observations up.  A fresh environment would compile this kernel on the
+first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x observations it runs
+the same algorithm in numpy instead (``core._psis_numpy``, same numbers to ~1e-14) unless
+the kernel is already compiled or in numba's cache.
+
 ``mcse_elpd_loo`` follows R ``loo`` >= 2.7 (PR stan-dev/loo#246): the sampling distribution
 of ``E[p(y_i | y_-i)]`` is approximated by a log-normal with the PSIS mean and variance, so
 ``mcse_i = sqrt(log1p(Var / E^2) / r_eff_i)``.  The variance is computed relative to the
@@ -438,20 +451,68 @@ _TILE = 64
 _PARALLEL_MIN_COLS = 64
 
 def psis_tail_length(n_draws: int, r_eff) -> np.ndarray:
-    """R loo ``n_pareto``: ``ceil(min(0.2 S, 3 sqrt(S / r_eff)))``."""
+    """R loo ``n_pareto``: ``ceil(min(0.2 S, 3 sqrt(S / r_eff)))``.
+
+    Parameters
+    ----------
+    n_draws : int
+        S, the number of draws.
+    r_eff : float or array
+        Relative efficiency per observation.
+
+    Returns
+    -------
+    int64 array shaped like ``r_eff``: the tail length M.
+
+    Examples
+    --------
+    >>> int(psis_tail_length(4000, 1.0))
+    190
+    """
     r_eff = np.asarray(r_eff, dtype=float)
     return np.ceil(np.minimum(0.2 * n_draws, 3.0 * np.sqrt(n_draws / r_eff))).astype(np.int64)
 
 
 def pareto_k_threshold(n_draws: int) -> float:
-    """Sample-size dependent khat threshold ``min(1 - 1 / log10(S), 0.7)`` (R loo >= 2.6)."""
+    """Sample-size dependent khat threshold ``min(1 - 1 / log10(S), 0.7)`` (R loo >= 2.6).
+
+    Parameters
+    ----------
+    n_draws : int
+        S, at least 2.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> pareto_k_threshold(100)
+    0.5
+    """
     if n_draws < 2:
         raise ValueError(f"need at least 2 draws for a khat threshold, got {n_draws}")
     return float(min(1.0 - 1.0 / math.log10(n_draws), 0.7))
 
 
 def pareto_k_category(khat, n_draws: int) -> np.ndarray:
-    """R loo's categories: "good" (k <= threshold), "bad" (threshold, 1], "very bad" (> 1)."""
+    """R loo's categories: "good" (k <= threshold), "bad" (threshold, 1], "very bad" (> 1).
+
+    Parameters
+    ----------
+    khat : float or array
+    n_draws : int
+        S, which sets the threshold (``pareto_k_threshold``).
+
+    Returns
+    -------
+    object array of "good" / "bad" / "very bad", shaped like ``khat``.
+
+    Examples
+    --------
+    >>> list(pareto_k_category([0.3, 0.8, 1.2], 4000))
+    ['good', 'bad', 'very bad']
+    """
     khat = np.asarray(khat, dtype=float)
     thr = pareto_k_threshold(n_draws)
     out = np.full(khat.shape, "good", dtype=object)
@@ -609,7 +670,24 @@ def psislw(log_ratios, r_eff=1.0, normalize: bool = True):
 
 
 def psis_n_eff(log_weights, r_eff=1.0) -> np.ndarray:
-    """PSIS effective sample size ``r_eff / sum(w^2)`` of normalised weights (R psis_n_eff)."""
+    """PSIS effective sample size ``r_eff / sum(w^2)`` of normalised weights (R psis_n_eff).
+
+    Parameters
+    ----------
+    log_weights : array (S,) or (S, n)
+        Log weights, normalised here.
+    r_eff : float or array (n,)
+
+    Returns
+    -------
+    float array (n,) (0-d for 1-D input).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(float(psis_n_eff(np.zeros(1000))), 6)
+    1000.0
+    """
     lw = np.asarray(log_weights, dtype=float)
     lw = lw - logsumexp(lw, axis=0, keepdims=True)
     return np.asarray(r_eff, dtype=float) / np.exp(logsumexp(2.0 * lw, axis=0))
