@@ -185,7 +185,9 @@ def bench(n_draws: int, n_obs: int, repeat: int) -> None:
               f"{t_az / best[f'ours {n_threads} thr']:.1f}x")
         print(f"  ratio {az_name} / ours loo 1 thr  : {t_az / best['ours loo 1 thr']:.1f}x")
         dk = np.asarray(khat_ref) - khat
-        print(f"  max |khat - khat_arviz| = {np.max(np.abs(dk)):.2e}")
+        note = "" if az_name.startswith("arviz 0") else (
+            " (arviz-stats fits the tail differently from R loo: not expected to agree)")
+        print(f"  max |khat - khat_arviz| = {np.max(np.abs(dk)):.2e}{note}")
     print(f"  ratio ours 1 thr / floor: {best['ours 1 thr'] / best['floor']:.0f}x;  "
           f"ours {n_threads} thr / floor: {best[f'ours {n_threads} thr'] / best['floor']:.0f}x")
     child = subprocess.run(
