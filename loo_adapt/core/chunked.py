@@ -81,7 +81,7 @@ def loo_block(log_lik, first: int | None = None, r_eff=None) -> np.ndarray:
     """
     ll = np.asarray(log_lik, dtype=np.float64)
     try:
-        res = loo_pointwise(ll, r_eff=r_eff, warn=False)
+        res = loo_pointwise(ll, r_eff=r_eff, weights=False, warn=False)
     except ValueError as err:
         if first is None:
             raise

@@ -32,6 +32,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from loo_adapt.core._compiled import NUMPY_MAX_CELLS, compiled
+
 __all__ = ["ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff"]
 
 _BLOCK = 256  # observations per FFT block, bounds the memory of the padded transform
@@ -132,24 +134,79 @@ def _geyer_ess_col(acov, chain_mean, c):
     return ess / tau
 
 
-def _ess_columns(x: np.ndarray) -> np.ndarray:
-    """ESS of each column of x (chains, draws, cols)."""
+def _geyer_ess_numpy(acov, chain_mean):
+    """``_geyer_ess`` in numpy, vectorised over columns (no compilation: the cold path)."""
+    n_chains, n_samples, n_cols = acov.shape
+    cols = np.arange(n_cols)
+    mean_acov = acov.sum(axis=0) / n_chains
+    mean_var = mean_acov[0] * n_samples / (n_samples - 1.0)
+    var_plus = mean_var * (n_samples - 1.0) / n_samples
+    if n_chains > 1:
+        mu = chain_mean.sum(axis=0) / n_chains
+        var_plus = var_plus + ((chain_mean - mu) ** 2).sum(axis=0) / (n_chains - 1.0)
+    rho = np.zeros((n_samples, n_cols))
+    rho[0] = 1.0
+    rho_even = np.ones(n_cols)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho_odd = 1.0 - (mean_var - mean_acov[1]) / var_plus
+        rho[1] = rho_odd
+        t = np.zeros(n_cols, dtype=np.int64)
+        active = (t < n_samples - 5) & (rho_even + rho_odd > 0.0)  # False for NaN
+        while active.any():
+            c = cols[active]
+            t[c] += 2
+            re = 1.0 - (mean_var[c] - mean_acov[t[c], c]) / var_plus[c]
+            ro = 1.0 - (mean_var[c] - mean_acov[t[c] + 1, c]) / var_plus[c]
+            rho_even[c] = re
+            rho_odd[c] = ro
+            keep = re + ro >= 0.0
+            rho[t[c][keep], c[keep]] = re[keep]
+            rho[t[c][keep] + 1, c[keep]] = ro[keep]
+            active[c] = (t[c] < n_samples - 5) & (re + ro > 0.0)
+        max_t = t
+        pos = rho_even > 0.0
+        rho[max_t[pos], cols[pos]] = rho_even[pos]
+        for tt in range(2, int(max_t.max()) - 1, 2):
+            c = cols[tt <= max_t - 2]
+            upd = rho[tt, c] + rho[tt + 1, c] > rho[tt - 2, c] + rho[tt - 1, c]
+            c = c[upd]
+            rho[tt, c] = (rho[tt - 2, c] + rho[tt - 1, c]) / 2.0
+            rho[tt + 1, c] = rho[tt, c]
+        ess = n_chains * n_samples
+        csum = np.cumsum(rho, axis=0)
+        acc = csum[np.maximum(max_t, 1) - 1, cols]
+        tau = -1.0 + 2.0 * acc + rho[max_t, cols]
+        floor_tau = 1.0 / math.log10(ess)
+        tau = np.where(tau < floor_tau, floor_tau, tau)
+        return ess / tau
+
+
+def _ess_columns(x: np.ndarray, shift=None) -> np.ndarray:
+    """ESS of each column of x (chains, draws, cols); with ``shift`` (1, 1, cols), of
+    ``exp(x - shift)``, exponentiated block by block (no copy of the whole array)."""
     n_chains, n_draws, n_cols = x.shape
     if n_draws < 4:
         raise ValueError(f"ESS needs at least 4 draws per chain, got {n_draws}")
     out = np.empty(n_cols)
+    kernel = _geyer_ess if min(n_cols, _BLOCK) >= 64 else _geyer_ess_serial
+    use_numpy = n_chains * n_draws * n_cols <= NUMPY_MAX_CELLS and not compiled(kernel)
     for start in range(0, n_cols, _BLOCK):
         blk = x[:, :, start:start + _BLOCK]
+        # R's estimator is 0/0 for a constant column; arviz returns S, and so do we,
+        # because a constant likelihood gives constant importance ratios (no MCMC error)
+        const = np.ptp(blk.reshape(n_chains * n_draws, -1), axis=0) == 0
+        if shift is not None:
+            blk = np.exp(blk - shift[:, :, start:start + _BLOCK])
         acov = np.ascontiguousarray(_autocov(blk))
         cmean = np.ascontiguousarray(blk.mean(axis=1))
         res = np.empty(blk.shape[2])
-        kernel = _geyer_ess if blk.shape[2] >= 64 else _geyer_ess_serial
-        kernel(acov, cmean, res)
+        if use_numpy:
+            res = _geyer_ess_numpy(acov, cmean)
+        else:
+            kernel = _geyer_ess if blk.shape[2] >= 64 else _geyer_ess_serial
+            kernel(acov, cmean, res)
+        res[const] = n_chains * n_draws
         out[start:start + _BLOCK] = res
-    # R's estimator is 0/0 for a constant column; arviz returns S, and so do we, because a
-    # constant likelihood gives constant importance ratios whose MCMC error is zero
-    const = np.ptp(x.reshape(n_chains * n_draws, n_cols), axis=0) == 0
-    out[const] = n_chains * n_draws
     return out
 
 
@@ -208,11 +265,10 @@ def relative_eff(x, chain_id=None, log: bool = False) -> np.ndarray:
         mx = a.max(axis=(0, 1), keepdims=True)
         if np.isneginf(mx).any():
             raise ValueError("a column of log values is -inf for every draw")
-        a = np.exp(a - mx)
-    elif not np.all(np.isfinite(a)):
+        return _ess_columns(a, shift=mx) / (a.shape[0] * a.shape[1])
+    if not np.all(np.isfinite(a)):
         raise ValueError("x contains non-finite values (pass log values with log=True)")
-    n_total = a.shape[0] * a.shape[1]
-    return _ess_columns(a) / n_total
+    return _ess_columns(a) / (a.shape[0] * a.shape[1])
 
 
 # ---- ESS of a mean with split chains (Stan / arviz method="mean"), for MCSEs ---------------

@@ -36,6 +36,19 @@ pointwise values agree to rounding):
   ``ess(posterior, method="mean") / S``; R (and this module) use the ESS of
   ``exp(log_lik[:, :, i])`` per observation (``ess.relative_eff``).
 
+Implementation.  One numba kernel (``_psis_block``) handles a block of 32 observations at a
+time: the block is transposed through 64-draw tiles into a buffer, and each observation's
+tail is found by selection (a threshold from a strided sample of ~256 draws, a filter pass,
+quickselect of the cutoff among the candidates, a sort of the M + 1 largest only), so there
+is no full sort and no copy of the S x n input; the GPD fit (``core.gpd``), smoothing,
+normalisation and, for LOO, elpd_i, lpd_i and the MCSE follow in the same pass with the
+vectorised ``exp`` / ``log1p`` of ``core._vmath``.  The S x n log weights are written only
+when asked (``loo_pointwise(..., weights=False)`` skips them).  Blocks run in parallel
+(``prange``) from 64 observations up.  A fresh environment would compile this kernel on the
+first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x observations it runs
+the same algorithm in numpy instead (``core._psis_numpy``, same numbers to ~1e-14) unless
+the kernel is already compiled or in numba's cache.
+
 ``mcse_elpd_loo`` follows R ``loo`` >= 2.7 (PR stan-dev/loo#246): the sampling distribution
 of ``E[p(y_i | y_-i)]`` is approximated by a log-normal with the PSIS mean and variance, so
 ``mcse_i = sqrt(log1p(Var / E^2) / r_eff_i)``.  The variance is computed relative to the
@@ -56,7 +69,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
-from scipy.stats import norm
+
+from loo_adapt.core._compiled import NUMPY_MAX_CELLS, compiled
+from loo_adapt.core._vmath import exp_clamped
+from loo_adapt.core.gpd import gpdfit, gpdfit_sorted
 
 __all__ = [
     "MIN_DRAWS",
@@ -77,236 +93,426 @@ __all__ = [
 MIN_DRAWS = 100
 
 # Status codes returned per column by the numba kernel.
-_OK, _SHORT_TAIL, _CONSTANT_TAIL, _FIT_FAILED = 0, 1, 2, 3
+_OK, _SHORT_TAIL, _CONSTANT_TAIL, _FIT_FAILED, _BAD, _ALL_NEG_INF = 0, 1, 2, 3, 4, 5
 
 _DBL_EPS = np.finfo(float).eps
 
 
 # --------------------------------------------------------------------------------------------
-# generalized Pareto fit
+# PSIS kernel: one pass per observation over its draws, tail found by selection
 # --------------------------------------------------------------------------------------------
+#
+# Per column (observation) of the (S, n) input, inside a block of columns copied (transposed)
+# into a buffer small enough for the cache:
+#   1. max and input checks (one pass);
+#   2. a threshold t from a strided sample of ~256 draws, chosen so that comfortably more
+#      than M + 1 draws lie at or above it; the draws >= t are the candidates (one pass);
+#   3. quickselect among the candidates gives the (M + 1)-th largest value c; the draws
+#      >= c are sorted by (value, draw), which is R's stable order, ties included;
+#   4. GPD fit of the M tail values, smoothed and truncated tail written in place;
+#   5. normalisation, and (LOO mode) elpd_i, lpd_i and the MCSE's relative variance, with
+#      the vectorised exp of ``_vmath``.
+# Nothing of size S x n is allocated unless the caller asks for the weights.
 
 
 @njit(cache=True, error_model="numpy")
-def _gpdfit_sorted(x, wip, min_grid_pts):
-    """Zhang & Stephens (2009) fit of a zero-location GPD to ascending ``x`` (R loo gpdfit)."""
-    n = x.shape[0]
-    prior = 3.0
-    m = min_grid_pts + int(math.floor(math.sqrt(n)))
-    xstar = x[int(math.floor(n / 4.0 + 0.5)) - 1]  # first quartile (R 1-based index)
-    theta = np.empty(m)
-    l_theta = np.empty(m)
-    for j in range(m):
-        theta[j] = 1.0 / x[n - 1] + (1.0 - math.sqrt(m / (j + 1 - 0.5))) / prior / xstar
-        a = -theta[j]
-        acc = 0.0
-        for s in range(n):
-            acc += math.log1p(a * x[s])
-        kk = acc / n
-        l_theta[j] = n * (math.log(a / kk) - kk - 1.0)
-    # R: w_j = 1 / sum_i exp(l_i - l_j) = exp(l_j - logsumexp(l)), O(m) instead of O(m^2);
-    # R's own form is kept for non-finite profile likelihoods, where the two can differ
-    lmax = -math.inf
-    for j in range(m):
-        if l_theta[j] > lmax:
-            lmax = l_theta[j]
-    theta_hat = 0.0
-    if math.isfinite(lmax):
-        acc = 0.0
-        for j in range(m):
-            acc += math.exp(l_theta[j] - lmax)
-        lse = lmax + math.log(acc)
-        for j in range(m):
-            theta_hat += theta[j] * math.exp(l_theta[j] - lse)
-    else:
-        for j in range(m):
-            acc = 0.0
-            for i in range(m):
-                acc += math.exp(l_theta[i] - l_theta[j])
-            theta_hat += theta[j] / acc
+def _hoare(v, idx, lo, hi, pivot):
+    """Hoare partition of ``v[lo:hi + 1]`` around ``pivot`` (one of its values), with
+    ``idx`` swapped alongside unless empty; returns (i, j) with v[lo..j] <= pivot <=
+    v[i..hi] and the values strictly between equal to the pivot."""
+    i = lo
+    j = hi
+    with_idx = idx.shape[0] > 0
+    while i <= j:
+        while v[i] < pivot:
+            i += 1
+        while v[j] > pivot:
+            j -= 1
+        if i <= j:
+            v[i], v[j] = v[j], v[i]
+            if with_idx:
+                idx[i], idx[j] = idx[j], idx[i]
+            i += 1
+            j -= 1
+    return i, j
+
+
+@njit(cache=True, error_model="numpy")
+def _kth_largest(v, n, k):
+    """Value of the k-th largest of ``v[:n]`` (1 <= k <= n); reorders ``v`` (quickselect)."""
+    target = n - k
+    lo = 0
+    hi = n - 1
+    no_idx = np.empty(0, dtype=np.int64)
+    while hi > lo:
+        a = v[lo]
+        b = v[(lo + hi) >> 1]
+        c = v[hi]
+        if a > b:
+            a, b = b, a
+        if b > c:
+            b = c
+        pivot = b if b > a else a  # median of three
+        i, j = _hoare(v, no_idx, lo, hi, pivot)
+        if target <= j:
+            hi = j
+        elif target >= i:
+            lo = i
+        else:
+            return v[target]
+    return v[target]
+
+
+@njit(cache=True, error_model="numpy")
+def _sort_pairs(v, idx, n, stack):
+    """Sort ``v[:n]`` ascending with ``idx`` alongside; equal values end with ascending idx,
+    i.e. the order of a stable sort of draws given in ascending order."""
+    top = 0
+    stack[0] = 0
+    stack[1] = n - 1
+    top = 2
+    while top > 0:
+        hi = stack[top - 1]
+        lo = stack[top - 2]
+        top -= 2
+        while hi - lo > 16:
+            mid = (lo + hi) >> 1
+            # median of three to v[mid], then Hoare partition around it
+            if v[mid] < v[lo]:
+                v[mid], v[lo] = v[lo], v[mid]
+                idx[mid], idx[lo] = idx[lo], idx[mid]
+            if v[hi] < v[lo]:
+                v[hi], v[lo] = v[lo], v[hi]
+                idx[hi], idx[lo] = idx[lo], idx[hi]
+            if v[hi] < v[mid]:
+                v[hi], v[mid] = v[mid], v[hi]
+                idx[hi], idx[mid] = idx[mid], idx[hi]
+            i, j = _hoare(v, idx, lo, hi, v[mid])
+            # recurse into the smaller part later, loop on the larger (stack depth log n)
+            if j - lo < hi - i:
+                stack[top] = i
+                stack[top + 1] = hi
+                top += 2
+                hi = j
+            else:
+                stack[top] = lo
+                stack[top + 1] = j
+                top += 2
+                lo = i
+        for i in range(lo + 1, hi + 1):  # insertion sort of the short run
+            x = v[i]
+            d = idx[i]
+            j = i - 1
+            while j >= lo and v[j] > x:
+                v[j + 1] = v[j]
+                idx[j + 1] = idx[j]
+                j -= 1
+            v[j + 1] = x
+            idx[j + 1] = d
+    # ties: ascending draw index within each run of equal values (R's stable order)
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and v[j] == v[i]:
+            j += 1
+        if j - i > 1:
+            for a in range(i + 1, j):
+                d = idx[a]
+                b = a - 1
+                while b >= i and idx[b] > d:
+                    idx[b + 1] = idx[b]
+                    b -= 1
+                idx[b + 1] = d
+        i = j
+
+
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _sum(v, n):
+    """Sum of ``v[:n]`` (reassociated, so LLVM vectorises it)."""
     acc = 0.0
     for s in range(n):
-        acc += math.log1p(-theta_hat * x[s])
-    k = acc / n
-    sigma = -k / theta_hat
-    if wip:
-        # weakly informative Gaussian prior centred on 0.5, worth 10 observations
-        k = (k * n + 10.0 * 0.5) / (n + 10.0)
-    if math.isnan(k):
-        k = math.inf
-    return k, sigma
+        acc += v[s]
+    return acc
 
 
-def gpdfit(x, wip: bool = True, min_grid_pts: int = 30, sort_x: bool = True):
-    """Estimate (k, sigma) of a generalized Pareto distribution with location 0.
-
-    Zhang & Stephens (2009) empirical Bayes estimate on a grid of
-    ``min_grid_pts + floor(sqrt(len(x)))`` points, as R ``loo::gpdfit``; with ``wip=True`` k is
-    shrunk towards 0.5 as ``(k n + 5) / (n + 10)``.  Here k is the negative of Zhang & Stephens'
-    k, so k > 0 is a heavy tail.  ``k`` is ``inf`` when the fit fails.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 1:
-        raise ValueError(f"gpdfit needs a 1-D sample, got shape {x.shape}")
-    if x.size < 2:
-        raise ValueError(f"gpdfit needs at least 2 values, got {x.size}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("gpdfit: the sample contains non-finite values")
-    if np.any(x < 0):
-        raise ValueError("gpdfit: the GPD has location 0, so the sample must be non-negative")
-    if sort_x:
-        x = np.sort(x)
-    else:
-        x = np.ascontiguousarray(x)
-    if x[-1] <= 0:
-        raise ValueError("gpdfit: all values are zero")
-    if int(min_grid_pts) < 1:
-        raise ValueError("min_grid_pts must be a positive integer")
-    k, sigma = _gpdfit_sorted(x, bool(wip), int(min_grid_pts))
-    return float(k), float(sigma)
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def _log_sum_exp(v, shift, e):
+    """``shift + log(sum(exp(v - shift)))``, ``e`` receives ``exp(v - shift)``."""
+    n = v.shape[0]
+    for s in range(n):
+        e[s] = exp_clamped(v[s] - shift)
+    return shift + math.log(_sum(e, n))
 
 
-# --------------------------------------------------------------------------------------------
-# PSIS kernel
-# --------------------------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy", fastmath={"nnan", "nsz", "reassoc"})
+def _max(v):
+    """Maximum of ``v`` (no NaN: callers check first), vectorised; -inf for all -inf."""
+    mx = -math.inf
+    for s in range(v.shape[0]):
+        mx = max(mx, v[s])
+    return mx
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_row(lr, tail_len, normalize, out):
-    """Smooth one observation's log ratios ``lr`` (contiguous) into ``out``; (khat, status).
+def _psis_column(lr, tail_len, out, work, vals, idx, stack):
+    """Smoothed, unnormalised log weights of one observation's log ratios ``lr`` (contiguous,
+    checked finite or -inf, max finite) into ``out``; returns (khat, status).
 
-    Port of R loo ``do_psis_i`` + ``posterior::ps_tail(are_log_weights=TRUE)``.  ``out`` gets
-    the smoothed log weights (the raw log ratios where no smoothing is possible), normalised
-    to logsumexp 0 when ``normalize``.  Only the ``tail_len + 1`` largest values are sorted:
-    a partition finds the cutoff, and a stable sort of the values >= cutoff (collected in draw
-    order) orders them exactly as R's stable full sort would, ties included.
+    Port of R loo ``do_psis_i`` + ``posterior::ps_tail(are_log_weights=TRUE)``.  ``out`` keeps
+    the raw log ratios where no smoothing is possible.
     """
     s_draws = lr.shape[0]
-    mx = -math.inf
-    for s in range(s_draws):
-        if lr[s] > mx:
-            mx = lr[s]
-    for s in range(s_draws):
-        out[s] = lr[s]
-    khat = math.inf
-    status = _SHORT_TAIL
-    if tail_len >= 5:
-        x = lr - mx  # R sorts the shifted values; the shift can create ties, so sort these
-        first = s_draws - tail_len
-        c = np.partition(x, first - 1)[first - 1]
-        n_cand = 0
+    mx = _max(lr)
+    out[:] = lr
+    if tail_len < 5:
+        return math.inf, _SHORT_TAIL
+    n_top = tail_len + 1  # the tail and the cutoff below it
+    # threshold from a strided sample: its r-th largest leaves ~2x n_top draws above it
+    stride = s_draws // 256 if s_draws >= 512 else 1
+    n_sample = (s_draws + stride - 1) // stride
+    for i in range(n_sample):
+        work[i] = lr[i * stride] - mx
+    r = 2 * ((n_sample * n_top + s_draws - 1) // s_draws) + 4
+    t = -math.inf if r >= n_sample else _kth_largest(work, n_sample, r)
+    n_cand = 0
+    for s in range(s_draws):  # R sorts the shifted values; the shift can create ties
+        xs = lr[s] - mx
+        idx[n_cand] = s
+        n_cand += 1 if xs >= t else 0
+    if n_cand < n_top:  # the sample was unlucky: every draw is a candidate
         for s in range(s_draws):
-            if x[s] >= c:
-                n_cand += 1
-        cand = np.empty(n_cand, dtype=np.int64)
-        n_cand = 0
-        for s in range(s_draws):
-            if x[s] >= c:
-                cand[n_cand] = s
-                n_cand += 1
-        order = cand[np.argsort(x[cand], kind="mergesort")][n_cand - tail_len - 1:]
-        # order[0] is the cutoff draw, order[1:] the tail in ascending order
-        tail_lo = x[order[1]]
-        tail_hi = x[order[tail_len]]
-        if abs(tail_hi - tail_lo) < _DBL_EPS:
-            status = _CONSTANT_TAIL
+            idx[s] = s
+        n_cand = s_draws
+    for i in range(n_cand):
+        work[i] = lr[idx[i]] - mx
+    c = _kth_largest(work, n_cand, n_top)
+    n_sel = 0
+    for i in range(n_cand):
+        s = idx[i]
+        xs = lr[s] - mx
+        if xs >= c:
+            vals[n_sel] = xs
+            idx[n_sel] = s  # n_sel <= i: overwrites only candidates already read
+            n_sel += 1
+    _sort_pairs(vals, idx, n_sel, stack)
+    base = n_sel - n_top  # vals[base] is the cutoff, vals[base + 1:] the tail, ascending
+    tail_lo = vals[base + 1]
+    tail_hi = vals[n_sel - 1]
+    if abs(tail_hi - tail_lo) < _DBL_EPS:
+        return math.inf, _CONSTANT_TAIL
+    cutoff = vals[base]
+    if cutoff == tail_lo:
+        cutoff = cutoff - _DBL_EPS
+    exp_cutoff = math.exp(cutoff)
+    tail = work[:tail_len]
+    for j in range(tail_len):
+        tail[j] = math.exp(vals[base + 1 + j]) - exp_cutoff
+    k, sigma = gpdfit_sorted(tail, True, 30)
+    if not (math.isfinite(k) and math.isfinite(sigma) and sigma > 0.0):
+        return math.inf, _FIT_FAILED
+    for j in range(tail_len):
+        p = (j + 0.5) / tail_len
+        if k == 0.0:
+            q = exp_cutoff - sigma * math.log1p(-p)
         else:
-            cutoff = x[order[0]]
-            if cutoff == tail_lo:
-                cutoff = cutoff - _DBL_EPS
-            exp_cutoff = math.exp(cutoff)
-            tail = np.empty(tail_len)
-            for j in range(tail_len):
-                tail[j] = math.exp(x[order[j + 1]]) - exp_cutoff
-            k, sigma = _gpdfit_sorted(tail, True, 30)
-            if not (math.isfinite(k) and math.isfinite(sigma) and sigma > 0.0):
-                status = _FIT_FAILED
-            else:
-                khat = k
-                status = _OK
-                for j in range(tail_len):
-                    p = (j + 0.5) / tail_len
-                    if k == 0.0:
-                        q = exp_cutoff - sigma * math.log1p(-p)
-                    else:
-                        q = exp_cutoff + sigma * math.expm1(-k * math.log1p(-p)) / k
-                    v = math.log(q)
-                    if v > tail_hi:  # truncate at the largest raw weight
-                        v = tail_hi
-                    out[order[j + 1]] = v + mx
-    if normalize:
-        m2 = -math.inf
-        for s in range(s_draws):
-            if out[s] > m2:
-                m2 = out[s]
-        acc = 0.0
-        for s in range(s_draws):
-            acc += math.exp(out[s] - m2)
-        lse = m2 + math.log(acc)
-        for s in range(s_draws):
-            out[s] -= lse
-    return khat, status
+            q = exp_cutoff + sigma * math.expm1(-k * math.log1p(-p)) / k
+        v = math.log(q)
+        if v > tail_hi:  # truncate at the largest raw weight
+            v = tail_hi
+        out[idx[base + 1 + j]] = v + mx
+    return k, _OK
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_block(log_ratios, j0, j1, tail_len, normalize, out_lw, out_k, status):
-    """Columns j0:j1 of (S, n) C-ordered arrays, through a transposed block buffer so that
-    each observation's draws are contiguous while main memory is read and written row-wise."""
-    s_draws = log_ratios.shape[0]
+def _check_column(col, loo):
+    """Status of a column: _BAD (NaN or +inf; any non-finite value for a log-likelihood),
+    _ALL_NEG_INF (log ratios -inf for every draw), else _OK."""
+    n_bad = 0
+    n_ninf = 0
+    for s in range(col.shape[0]):
+        v = col[s]
+        n_bad += 0 if v < math.inf else 1  # NaN and +inf
+        n_ninf += 1 if v == -math.inf else 0
+    if n_bad > 0 or (loo and n_ninf > 0):
+        return _BAD
+    if n_ninf == col.shape[0]:
+        return _ALL_NEG_INF
+    return _OK
+
+
+@njit(cache=True, error_model="numpy")
+def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
+                status, out_elpd, out_lpd, out_mcse):
+    """Columns j0:j1 of the (S, n) input ``a``: log ratios, or (``loo``) log-likelihoods
+    with log ratios ``corr - a``.  Copied transposed into a block buffer, so that each
+    observation's draws are contiguous while ``a`` is read row-wise."""
+    s_draws = a.shape[0]
     width = j1 - j0
     buf = np.empty((width, s_draws))
-    res = np.empty((width, s_draws))
-    for s in range(s_draws):
-        for j in range(width):
-            buf[j, s] = log_ratios[s, j0 + j]
+    ll = np.empty((width if loo else 0, s_draws))
+    res = np.empty((width if write else 1, s_draws))
+    # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
+    # transposed, instead of one cache/TLB miss per row per column
+    for s0 in range(0, s_draws, _TILE):
+        s1 = min(s0 + _TILE, s_draws)
+        if loo:
+            for j in range(width):
+                for s in range(s0, s1):
+                    v = a[s, j0 + j]
+                    ll[j, s] = v
+                    buf[j, s] = corr[s] - v
+        else:
+            for j in range(width):
+                for s in range(s0, s1):
+                    buf[j, s] = a[s, j0 + j]
+    work = np.empty(s_draws)
+    vals = np.empty(s_draws)
+    idx = np.empty(s_draws, dtype=np.int64)
+    stack = np.empty(128, dtype=np.int64)
+    e1 = np.empty(s_draws)
+    e2 = np.empty(s_draws)
+    v = np.empty(s_draws)
     for j in range(width):
-        out_k[j0 + j], status[j0 + j] = _psis_row(buf[j], tail_len[j0 + j], normalize, res[j])
-    for s in range(s_draws):
-        for j in range(width):
-            out_lw[s, j0 + j] = res[j, s]
+        col = ll[j] if loo else buf[j]
+        st = _check_column(col, loo)
+        if st != _OK:
+            status[j0 + j] = st
+            out_k[j0 + j] = math.nan
+            continue
+        out = res[j] if write else res[0]
+        k, st = _psis_column(buf[j], tail_len[j0 + j], out, work, vals, idx, stack)
+        out_k[j0 + j] = k
+        status[j0 + j] = st
+        if not (normalize or loo):
+            continue
+        m2 = _max(out)
+        lse = _log_sum_exp(out, m2, e1)  # e1 = exp(out - m2)
+        if loo:
+            lc = ll[j]
+            for s in range(s_draws):
+                v[s] = lc[s] + (out[s] - lse)  # log_lik + normalised log weight
+            vmax = _max(v)
+            elpd = _log_sum_exp(v, vmax, e2)  # e2 = exp(v - vmax)
+            out_elpd[j0 + j] = elpd
+            # Var / E^2 = sum_s (w_s p_s / E - w_s)^2 (module docstring)
+            ca = math.exp(vmax - elpd)
+            cb = math.exp(m2 - lse)
+            for s in range(s_draws):
+                d = e2[s] * ca - e1[s] * cb
+                v[s] = d * d
+            out_mcse[j0 + j] = math.sqrt(math.log1p(_sum(v, s_draws)) / r_eff[j0 + j])
+            if lpd_off.shape[0] > 0:  # log sum_s exp(ll_s + off_s)
+                for s in range(s_draws):
+                    v[s] = lc[s] + lpd_off[s]
+                out_lpd[j0 + j] = _log_sum_exp(v, _max(v), e2)
+            else:  # log mean exp(ll)
+                out_lpd[j0 + j] = _log_sum_exp(lc, _max(lc), e2) - math.log(s_draws)
+        if normalize and write:
+            for s in range(s_draws):
+                out[s] -= lse
+    if write:
+        for s0 in range(0, s_draws, _TILE):
+            s1 = min(s0 + _TILE, s_draws)
+            for j in range(width):
+                for s in range(s0, s1):
+                    out_lw[s, j0 + j] = res[j, s]
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _psis_columns(log_ratios, tail_len, normalize, block, out_lw, out_k, status):
-    n_obs = log_ratios.shape[1]
+def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, out_lw, out_k,
+                   status, out_elpd, out_lpd, out_mcse):
+    n_obs = a.shape[1]
     n_blocks = (n_obs + block - 1) // block
     for b in prange(n_blocks):
         j0 = b * block
-        _psis_block(log_ratios, j0, min(j0 + block, n_obs), tail_len, normalize,
-                    out_lw, out_k, status)
+        _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff, normalize,
+                    write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse)
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_columns_serial(log_ratios, tail_len, normalize, block, out_lw, out_k, status):
-    n_obs = log_ratios.shape[1]
+def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, out_lw, out_k,
+                 status, out_elpd, out_lpd, out_mcse):
+    n_obs = a.shape[1]
     for j0 in range(0, n_obs, block):
-        _psis_block(log_ratios, j0, min(j0 + block, n_obs), tail_len, normalize,
-                    out_lw, out_k, status)
+        _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff, normalize,
+                    write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse)
 
 
-#: Observations per transposed block (32 x S doubles stay in cache for S of a few thousand).
+#: Observations per transposed block: each row of the input is read 256 contiguous bytes
+#: at a time (fewer cache misses per column than 8 or 16; 64+ gains nothing, measured).
 _BLOCK = 32
+
+#: Draws per transposition tile (64 rows x 256 bytes: in L1 while transposed; halves the
+#: transposition time at S = 16000 against row-by-row, measured).
+_TILE = 64
 
 #: Below this many observations the thread-pool start-up costs more than it saves
 #: (measured ~25 ms per call on a loaded 2-core machine versus ~1 ms serial for 5 columns).
 _PARALLEL_MIN_COLS = 64
 
-
 def psis_tail_length(n_draws: int, r_eff) -> np.ndarray:
-    """R loo ``n_pareto``: ``ceil(min(0.2 S, 3 sqrt(S / r_eff)))``."""
+    """R loo ``n_pareto``: ``ceil(min(0.2 S, 3 sqrt(S / r_eff)))``.
+
+    Parameters
+    ----------
+    n_draws : int
+        S, the number of draws.
+    r_eff : float or array
+        Relative efficiency per observation.
+
+    Returns
+    -------
+    int64 array shaped like ``r_eff``: the tail length M.
+
+    Examples
+    --------
+    >>> int(psis_tail_length(4000, 1.0))
+    190
+    """
     r_eff = np.asarray(r_eff, dtype=float)
     return np.ceil(np.minimum(0.2 * n_draws, 3.0 * np.sqrt(n_draws / r_eff))).astype(np.int64)
 
 
 def pareto_k_threshold(n_draws: int) -> float:
-    """Sample-size dependent khat threshold ``min(1 - 1 / log10(S), 0.7)`` (R loo >= 2.6)."""
+    """Sample-size dependent khat threshold ``min(1 - 1 / log10(S), 0.7)`` (R loo >= 2.6).
+
+    Parameters
+    ----------
+    n_draws : int
+        S, at least 2.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> pareto_k_threshold(100)
+    0.5
+    """
     if n_draws < 2:
         raise ValueError(f"need at least 2 draws for a khat threshold, got {n_draws}")
     return float(min(1.0 - 1.0 / math.log10(n_draws), 0.7))
 
 
 def pareto_k_category(khat, n_draws: int) -> np.ndarray:
-    """R loo's categories: "good" (k <= threshold), "bad" (threshold, 1], "very bad" (> 1)."""
+    """R loo's categories: "good" (k <= threshold), "bad" (threshold, 1], "very bad" (> 1).
+
+    Parameters
+    ----------
+    khat : float or array
+    n_draws : int
+        S, which sets the threshold (``pareto_k_threshold``).
+
+    Returns
+    -------
+    object array of "good" / "bad" / "very bad", shaped like ``khat``.
+
+    Examples
+    --------
+    >>> list(pareto_k_category([0.3, 0.8, 1.2], 4000))
+    ['good', 'bad', 'very bad']
+    """
     khat = np.asarray(khat, dtype=float)
     thr = pareto_k_threshold(n_draws)
     out = np.full(khat.shape, "good", dtype=object)
@@ -345,7 +551,68 @@ def _columns(idx, limit=10) -> str:
     return txt
 
 
-def psislw(log_ratios, r_eff=1.0, normalize: bool = True, *, warn: bool = True):
+def _engine(n_draws: int, n_obs: int) -> str:
+    """"numba" (the kernels above) or "numpy" (``_psis_numpy``, the cold-start path)."""
+    kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
+    if n_draws * n_obs > NUMPY_MAX_CELLS or compiled(kernel):
+        return "numba"
+    return "numpy"
+
+
+def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
+    """Run the kernel over the columns of the (S, n) array ``a`` (see ``_psis_block``);
+    ``engine`` "numba" / "numpy" / None (``_engine`` decides).
+
+    Returns (log_weights or None, khat, status, elpd, lpd, mcse_lognormal)."""
+    n_draws, n_obs = a.shape
+    tail_len = psis_tail_length(n_draws, r_eff)
+    corr = np.empty(0) if corr is None else corr
+    lpd_off = np.empty(0) if lpd_off is None else lpd_off
+    r_eff = np.asarray(r_eff, dtype=np.float64)
+    if (engine or _engine(n_draws, n_obs)) == "numpy":
+        from loo_adapt.core._psis_numpy import psis_numpy
+
+        return psis_numpy(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write)
+    out_lw = np.empty((n_draws, n_obs) if write else (0, 0))
+    khat = np.empty(n_obs)
+    status = np.empty(n_obs, dtype=np.int64)
+    m = n_obs if loo else 0
+    elpd, lpd, mcse = np.empty(m), np.empty(m), np.empty(m)
+    kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
+    kernel(a, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize),
+           bool(write), _BLOCK, out_lw, khat, status, elpd, lpd, mcse)
+    return (out_lw if write else None), khat, status, elpd, lpd, mcse
+
+
+def _warn_status(status, stacklevel):
+    for code, msg in (
+        (_SHORT_TAIL, "not enough tail draws (< 5) to fit the generalized Pareto distribution"),
+        (_CONSTANT_TAIL, "can't fit the generalized Pareto distribution because all tail "
+                         "values are the same"),
+        (_FIT_FAILED, "the generalized Pareto fit failed"),
+    ):
+        cols = np.flatnonzero(status == code)
+        if cols.size:
+            warnings.warn(
+                f"{msg} in column(s) {_columns(cols)}; khat set to inf and the weights left "
+                "unsmoothed",
+                stacklevel=stacklevel + 1,
+            )
+
+
+def _as_matrix(x, what):
+    """float64 (S, n) view of ``x`` without copying when it already is one (any strides)."""
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2:
+        raise ValueError(f"{what} must have shape (S,) or (S, n), got {a.shape}")
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
+        a = np.ascontiguousarray(a)
+    return a
+
+
+def psislw(log_ratios, r_eff=1.0, normalize: bool = True):
     """Pareto-smoothed log importance weights and Pareto khat, per observation.
 
     Parameters
@@ -359,73 +626,68 @@ def psislw(log_ratios, r_eff=1.0, normalize: bool = True, *, warn: bool = True):
     normalize : bool
         True: log weights normalised so that ``logsumexp`` over draws is 0 (arviz).
         False: R loo's unnormalised smoothed log weights (``psis()$log_weights``).
-    warn : bool
-        False: no warnings (too few draws, GPD fit impossible: khat is then inf), for callers
-        that report them once for many blocks of columns (``loo_adapt.core.chunked``).
 
     Returns
     -------
     log_weights : array like ``log_ratios``
     khat : float (1-D input) or array (n,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lr = np.random.default_rng(0).standard_t(3, size=(4000, 2))
+    >>> lw, k = psislw(lr)
+    >>> lw.shape, k.shape
+    ((4000, 2), (2,))
     """
-    lr = np.asarray(log_ratios, dtype=np.float64)
-    one_d = lr.ndim == 1
-    if one_d:
-        lr = lr[:, None]
-    if lr.ndim != 2:
-        raise ValueError(f"log_ratios must have shape (S,) or (S, n), got {lr.shape}")
+    lr = _as_matrix(log_ratios, "log_ratios")
+    one_d = np.ndim(log_ratios) == 1
     n_draws, n_obs = lr.shape
     if n_draws < 2:
         raise ValueError(f"log_ratios must have at least 2 draws, got {n_draws}")
-    finite = bool(np.isfinite(lr).all())
-    bad = None if finite else np.isnan(lr) | (lr == np.inf)
-    if bad is not None and bad.any():
-        cols = np.flatnonzero(bad.any(axis=0))
-        raise ValueError(
-            "log_ratios contain NaN or +inf in column(s) " + _columns(cols)
-            + " (draws x observations); only finite values and -inf are allowed"
-        )
-    all_neg_inf = np.zeros(n_obs, dtype=bool) if finite else np.all(lr == -np.inf, axis=0)
-    if all_neg_inf.any():
-        raise ValueError(
-            "log_ratios are -inf for every draw in column(s) "
-            + _columns(np.flatnonzero(all_neg_inf))
-        )
-    if warn and n_draws < MIN_DRAWS:
+    if n_draws < MIN_DRAWS:
         warnings.warn(
             f"only {n_draws} draws: the Pareto k diagnostic is unreliable below {MIN_DRAWS}",
             stacklevel=2,
         )
     r = _prepare_r_eff(r_eff, n_obs)
-    tail_len = psis_tail_length(n_draws, r)
-
-    lr = np.ascontiguousarray(lr)
-    out_lw = np.empty((n_draws, n_obs))
-    khat = np.empty(n_obs)
-    status = np.empty(n_obs, dtype=np.int64)
-    kernel = _psis_columns if n_obs >= _PARALLEL_MIN_COLS else _psis_columns_serial
-    kernel(lr, tail_len, bool(normalize), _BLOCK, out_lw, khat, status)
-
-    for code, msg in (
-        (_SHORT_TAIL, "not enough tail draws (< 5) to fit the generalized Pareto distribution"),
-        (_CONSTANT_TAIL, "can't fit the generalized Pareto distribution because all tail "
-                         "values are the same"),
-        (_FIT_FAILED, "the generalized Pareto fit failed"),
-    ):
-        cols = np.flatnonzero(status == code)
-        if warn and cols.size:
-            warnings.warn(
-                f"{msg} in column(s) {_columns(cols)}; khat set to inf and the weights left "
-                "unsmoothed",
-                stacklevel=2,
-            )
+    out_lw, khat, status, _, _, _ = _run(lr, None, False, r, normalize, True)
+    bad = np.flatnonzero(status == _BAD)
+    if bad.size:
+        raise ValueError(
+            "log_ratios contain NaN or +inf in column(s) " + _columns(bad)
+            + " (draws x observations); only finite values and -inf are allowed"
+        )
+    all_neg_inf = np.flatnonzero(status == _ALL_NEG_INF)
+    if all_neg_inf.size:
+        raise ValueError(
+            "log_ratios are -inf for every draw in column(s) " + _columns(all_neg_inf)
+        )
+    _warn_status(status, 2)
     if one_d:
         return out_lw[:, 0], float(khat[0])
     return out_lw, khat
 
 
 def psis_n_eff(log_weights, r_eff=1.0) -> np.ndarray:
-    """PSIS effective sample size ``r_eff / sum(w^2)`` of normalised weights (R psis_n_eff)."""
+    """PSIS effective sample size ``r_eff / sum(w^2)`` of normalised weights (R psis_n_eff).
+
+    Parameters
+    ----------
+    log_weights : array (S,) or (S, n)
+        Log weights, normalised here.
+    r_eff : float or array (n,)
+
+    Returns
+    -------
+    float array (n,) (0-d for 1-D input).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(float(psis_n_eff(np.zeros(1000))), 6)
+    1000.0
+    """
     lw = np.asarray(log_weights, dtype=float)
     lw = lw - logsumexp(lw, axis=0, keepdims=True)
     return np.asarray(r_eff, dtype=float) / np.exp(logsumexp(2.0 * lw, axis=0))
@@ -488,6 +750,8 @@ def mcse_elpd(log_lik, log_weights, elpd_loo, r_eff, method: str = "lognormal",
         var_log = np.log1p(var_rel)
     elif method == "quadrature":
         j = np.arange(1, n_samples + 1)
+        from scipy.stats import norm
+
         zq = norm.ppf((j - 0.375) / (n_samples + 0.25))
         z = 1.0 + np.sqrt(var_rel)[None, :] * zq[:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -502,8 +766,8 @@ def mcse_elpd(log_lik, log_weights, elpd_loo, r_eff, method: str = "lognormal",
 class PsisLoo:
     """Pointwise PSIS-LOO (arrays of length n unless noted).
 
-    ``log_weights`` is (S, n), normalised over draws; ``khat_threshold`` and ``n_samples``
-    are scalars.
+    ``log_weights`` is (S, n), normalised over draws (None when the caller did not ask for
+    the weights); ``khat_threshold`` and ``n_samples`` are scalars.
     """
 
     elpd_loo: np.ndarray
@@ -511,7 +775,7 @@ class PsisLoo:
     lpd: np.ndarray
     mcse_elpd_loo: np.ndarray
     khat: np.ndarray
-    log_weights: np.ndarray
+    log_weights: np.ndarray | None
     r_eff: np.ndarray
     khat_threshold: float
     n_samples: int
@@ -536,9 +800,12 @@ class PsisLoo:
         return self.to_result().estimates()
 
 
-def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal", *,
-                  warn: bool = True) -> PsisLoo:
+def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal",
+                  weights: bool = True, *, warn: bool = True) -> PsisLoo:
     """PSIS-LOO per observation from a pointwise log-likelihood.
+
+    One fused pass per observation (smoothing, elpd_i, lpd_i, p_loo_i, MCSE_i); the S x n
+    log weights are written only with ``weights=True``.
 
     Parameters
     ----------
@@ -547,11 +814,26 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal", *,
     r_eff : None, float or array (n,)
         None: ``relative_eff`` of ``exp(log_lik)`` from the chain structure for 3-D input,
         1 for 2-D input (draws treated as independent).
+    mcse_method : "lognormal" (R loo >= 2.7) or "quadrature" (see ``mcse_elpd``).
+    weights : bool
+        Keep the (S, n) normalised log weights in ``PsisLoo.log_weights`` (else None;
+        ``"quadrature"`` needs them and computes them regardless).
     warn : bool
-        False: leave the PSIS warnings to the caller (see `psislw`).
-    """
-    from loo_adapt.core.ess import relative_eff
+        Warn about failed Pareto fits and too few draws (False: the caller reports them,
+        e.g. once for all chunks in `loo_adapt.core.chunked`; ``khat`` is inf either way).
 
+    Returns
+    -------
+    PsisLoo
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ll = np.random.default_rng(1).normal(-1.0, 0.3, size=(4, 500, 20))
+    >>> res = loo_pointwise(ll, weights=False)
+    >>> res.elpd_loo.shape, res.log_weights is None
+    ((20,), True)
+    """
     ll = np.asarray(log_lik, dtype=np.float64)
     if ll.ndim == 3:
         n_chains, n_draws, n_obs = ll.shape
@@ -563,39 +845,66 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal", *,
         raise ValueError(
             f"log_lik must have shape (chains, draws, n) or (S, n), got {ll.shape}"
         )
-    if np.isnan(ll2).any():
-        cols = np.flatnonzero(np.isnan(ll2).any(axis=0))
-        raise ValueError(f"log_lik contains NaN in observation(s) {_columns(cols)}")
-    if np.isinf(ll2).any():
-        cols = np.flatnonzero(np.isinf(ll2).any(axis=0))
-        # R loo: "-Inf log-likelihood values are not allowed." (lpd and p_loo are undefined)
-        raise ValueError(
-            f"log_lik contains infinite values in observation(s) {_columns(cols)}; "
-            "-inf/+inf log-likelihood values are not allowed"
-        )
-    s_total = ll2.shape[0]
+    ll2 = _as_matrix(ll2, "log_lik")
     if r_eff is None:
         if ll.ndim == 3:
-            r = relative_eff(ll, log=True)
+            from loo_adapt.core.ess import relative_eff
+
+            try:
+                r = relative_eff(ll, log=True)
+            except ValueError:
+                _raise_non_finite_log_lik(ll2)
+                raise
         else:
             r = np.ones(n_obs)
     else:
         r = _prepare_r_eff(r_eff, n_obs)
-    lpd = logsumexp(ll2, axis=0) - math.log(s_total)
-    return _psis_loo(ll2, -ll2, lpd, r, mcse_method, warn=warn)
+    return _psis_loo(ll2, np.zeros(ll2.shape[0]), None, r, mcse_method, weights, warn=warn)
 
 
-def _psis_loo(ll, log_ratios, lpd, r_eff, mcse_method, warn: bool = True) -> PsisLoo:
-    """Smooth the LOO log ratios of (S, n) draws and collect the pointwise results."""
-    lw, khat = psislw(log_ratios, r_eff=r_eff, normalize=True, warn=warn)
-    elpd = logsumexp(ll + lw, axis=0)
+def _raise_non_finite_log_lik(ll2, cols=None):
+    """The error for NaN / infinite log-likelihood values (only the given columns are read)."""
+    cols = np.arange(ll2.shape[1]) if cols is None else np.asarray(cols)
+    sub = ll2[:, cols]
+    nan_cols = cols[np.isnan(sub).any(axis=0)]
+    if nan_cols.size:
+        raise ValueError(f"log_lik contains NaN in observation(s) {_columns(nan_cols)}")
+    inf_cols = cols[np.isinf(sub).any(axis=0)]
+    if inf_cols.size:
+        # R loo: "-Inf log-likelihood values are not allowed." (lpd and p_loo are undefined)
+        raise ValueError(
+            f"log_lik contains infinite values in observation(s) {_columns(inf_cols)}; "
+            "-inf/+inf log-likelihood values are not allowed"
+        )
+
+
+def _psis_loo(ll, corr, lpd_off, r_eff, mcse_method, weights, *, warn=True) -> PsisLoo:
+    """PSIS-LOO of (S, n) log-likelihoods with log ratios ``corr[:, None] - ll``; lpd is
+    ``logsumexp(ll + lpd_off)`` per observation, or ``log mean exp(ll)`` for None."""
+    if mcse_method not in ("lognormal", "quadrature"):
+        raise ValueError(f"method must be 'lognormal' or 'quadrature', got {mcse_method!r}")
+    write = weights or mcse_method == "quadrature"
+    if warn and ll.shape[0] < MIN_DRAWS:
+        warnings.warn(
+            f"only {ll.shape[0]} draws: the Pareto k diagnostic is unreliable below "
+            f"{MIN_DRAWS}",
+            stacklevel=3,
+        )
+    lw, khat, status, elpd, lpd, mcse = _run(ll, corr, True, r_eff, True, write, lpd_off)
+    bad = np.flatnonzero(status == _BAD)
+    if bad.size:
+        _raise_non_finite_log_lik(ll, bad)
+    if warn:
+        _warn_status(status, 3)
+    if mcse_method == "quadrature":
+        mcse = mcse_elpd(ll, lw, elpd, r_eff, method=mcse_method)
     return PsisLoo(
         elpd_loo=elpd,
         p_loo=lpd - elpd,
         lpd=lpd,
-        mcse_elpd_loo=mcse_elpd(ll, lw, elpd, r_eff, method=mcse_method),
-        khat=np.asarray(khat, dtype=float),
-        log_weights=lw,
+        mcse_elpd_loo=mcse,
+        khat=khat,
+        log_weights=lw if weights else None,
         r_eff=r_eff,
         khat_threshold=pareto_k_threshold(ll.shape[0]),
         n_samples=int(ll.shape[0]),
@@ -603,26 +912,49 @@ def _psis_loo(ll, log_ratios, lpd, r_eff, mcse_method, warn: bool = True) -> Psi
 
 
 def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
-                              mcse_method: str = "lognormal") -> PsisLoo:
+                              mcse_method: str = "lognormal",
+                              weights: bool = True) -> PsisLoo:
     """PSIS-LOO from draws of an approximation q (ADVI, Laplace, Pathfinder).
 
     The LOO ratios are p(theta|D) / (q(theta) l_i(theta)) (Eq. 13-15 of the adaptive-IS
     paper; R loo's ``loo_approximate_posterior``).  ``lpd`` is the self-normalised,
     Pareto-smoothed p/q estimate of log E_p[l_i]; R loo takes the plain mean over the q
     draws there, which estimates E_q[l_i] instead and biases p_loo.
+
+    Parameters
+    ----------
+    log_lik : array (S, n)
+    log_p_minus_log_q : array (S,)
+        ``log p(theta_s | y) - log q(theta_s)`` up to a constant, finite.
+    r_eff : float or array (n,)
+    mcse_method, weights : as in ``loo_pointwise``.
+
+    Returns
+    -------
+    PsisLoo
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(2)
+    >>> res = loo_pointwise_approximate(rng.normal(-1, 0.2, (1000, 5)),
+    ...                                 rng.normal(0, 0.1, 1000))
+    >>> res.khat.shape
+    (5,)
     """
     ll = np.asarray(log_lik, dtype=np.float64)
     if ll.ndim != 2:
         raise ValueError(f"log_lik must be (S, n), got {ll.shape}")
+    ll = _as_matrix(ll, "log_lik")
     corr = np.asarray(log_p_minus_log_q, dtype=np.float64).reshape(-1)
     if corr.shape[0] != ll.shape[0]:
         raise ValueError(f"log_p - log_q has {corr.shape[0]} draws, log_lik has {ll.shape[0]}")
     if not np.all(np.isfinite(corr)):
         raise ValueError("log_p - log_q must be finite for every draw")
-    if not np.all(np.isfinite(ll)):
-        raise ValueError("log_lik contains NaN or infinite values")
     r = _prepare_r_eff(r_eff, ll.shape[1])
-    lw_post, k_post = psislw(corr, r_eff=1.0, normalize=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="only .* draws")  # said once, below
+        lw_post, k_post = psislw(corr, r_eff=1.0, normalize=True)
     if k_post > pareto_k_threshold(ll.shape[0]):
         warnings.warn(
             f"the approximation is a poor proposal for the posterior itself (Pareto k-hat of "
@@ -630,8 +962,8 @@ def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
             UserWarning,
             stacklevel=2,
         )
-    lpd = logsumexp(ll + lw_post[:, None], axis=0)
-    return _psis_loo(ll, corr[:, None] - ll, lpd, r, mcse_method)
+    # lpd = logsumexp(ll + lw_post) per observation, inside the kernel
+    return _psis_loo(ll, corr, lw_post, r, mcse_method, weights)
 
 
 class _CallablePsisModule(types.ModuleType):

@@ -1,0 +1,193 @@
+"""The PSIS kernel's two engines (numba, numpy cold-start path), its tail selection on
+adversarial columns, the weightless LOO mode and the lazy import, against independent
+oracles: R's definition of the tail spelled out with a stable full sort and ``gpdfit``,
+closed-form MCSE, and each other."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from loo_adapt.core import psis
+from loo_adapt.core.ess import _autocov, _geyer_ess_numpy, _geyer_ess_serial
+from loo_adapt.core.psis import (
+    gpdfit,
+    loo_pointwise,
+    loo_pointwise_approximate,
+    psis_tail_length,
+    psislw,
+)
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def engine(request, monkeypatch):
+    monkeypatch.setattr(psis, "_engine", lambda n_draws, n_obs: request.param)
+    return request.param
+
+
+def _r_tail_khat(lr, r_eff=1.0):
+    """R loo's k-hat of one column, spelled out: stable full sort of the shifted ratios,
+    the last M are the tail, the one below is the cutoff (lowered by eps if tied)."""
+    x = lr - lr.max()
+    m = int(psis_tail_length(x.size, r_eff))
+    xs = np.sort(x, kind="stable")
+    tail, cutoff = xs[-m:], xs[-m - 1]
+    if cutoff == tail[0]:
+        cutoff -= np.finfo(float).eps
+    return gpdfit(np.exp(tail) - np.exp(cutoff), sort_x=False)[0]
+
+
+def _adversarial_columns(rng, s_draws=3000):
+    base = rng.standard_t(3, size=s_draws)
+    cols = [
+        np.sort(base),  # ascending: worst order for a running top-k
+        np.sort(base)[::-1],  # descending
+        np.round(base, 1),  # heavy ties everywhere, also at the cutoff
+        np.where(rng.random(s_draws) < 0.3, -np.inf, base),  # zero-weight draws
+        np.concatenate([np.full(s_draws - 50, -2.0), rng.normal(size=50)]),  # ties below
+        base * 40.0,  # one draw dominating by e^100
+    ]
+    return np.stack(cols, axis=1)
+
+
+def test_tail_selection_matches_stable_full_sort(engine):
+    lr = _adversarial_columns(np.random.default_rng(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lw, k = psislw(lr, r_eff=0.9, normalize=False)
+    for i in range(lr.shape[1]):
+        assert k[i] == pytest.approx(_r_tail_khat(lr[:, i], 0.9), abs=1e-12), i
+        # the body keeps the raw ratios: exactly the draws outside R's stable tail
+        m = int(psis_tail_length(lr.shape[0], 0.9))
+        body = np.argsort(lr[:, i] - lr[:, i].max(), kind="stable")[:-m]
+        np.testing.assert_array_equal(lw[body, i], lr[body, i])
+
+
+def test_engines_agree_on_everything():
+    rng = np.random.default_rng(1)
+    lr = np.concatenate([_adversarial_columns(rng, 2000), rng.gumbel(size=(2000, 80))],
+                        axis=1)
+    r = rng.uniform(0.3, 1.5, lr.shape[1])
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for eng in ("numba", "numpy"):
+            for norm in (True, False):
+                out[eng, norm] = psis._run(lr, None, False, r, norm, True, engine=eng)
+            ll = -np.where(np.isinf(lr), 0.0, lr)
+            out[eng, "loo"] = psis._run(ll, np.zeros(2000), True, r, True, True, engine=eng)
+    for key in ((True,), (False,), ("loo",)):
+        a, b = out[("numba",) + key], out[("numpy",) + key]
+        np.testing.assert_array_equal(a[2], b[2])  # status
+        np.testing.assert_allclose(a[1], b[1], rtol=0, atol=1e-12)  # khat
+        np.testing.assert_allclose(a[0], b[0], rtol=0, atol=1e-12)  # weights
+        for x, y in zip(a[3:], b[3:]):  # elpd, lpd, mcse
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+
+
+def test_bad_input_errors_from_both_engines(engine):
+    rng = np.random.default_rng(2)
+    lr = rng.normal(size=(300, 5))
+    bad = lr.copy()
+    bad[3, 2] = np.nan
+    bad[4, 4] = np.inf
+    with pytest.raises(ValueError, match=r"column\(s\) 2, 4"):
+        psislw(bad)
+    bad = lr.copy()
+    bad[:, 1] = -np.inf
+    with pytest.raises(ValueError, match=r"-inf for every draw in column\(s\) 1"):
+        psislw(bad)
+    ll = -np.abs(lr)
+    ll[7, 3] = np.nan
+    with pytest.raises(ValueError, match=r"NaN in observation\(s\) 3"):
+        loo_pointwise(ll)
+    ll[7, 3] = -np.inf
+    with pytest.raises(ValueError, match="not allowed"):
+        loo_pointwise(ll)
+
+
+def test_loo_without_weights_and_closed_form_mcse(engine):
+    rng = np.random.default_rng(3)
+    mu = rng.normal(0.0, 0.3, size=(3000, 1))
+    y = np.array([0.0, 1.0, -2.5, 4.0, 6.0])
+    ll = -0.5 * (y - mu) ** 2 - 0.5 * math.log(2 * math.pi)
+    r = np.array([1.0, 0.8, 0.5, 1.2, 0.9])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = loo_pointwise(ll, r_eff=r)
+        bare = loo_pointwise(ll, r_eff=r, weights=False)
+        quad = loo_pointwise(ll, r_eff=r, weights=False, mcse_method="quadrature")
+    assert bare.log_weights is None and quad.log_weights is None
+    for f in ("elpd_loo", "p_loo", "lpd", "mcse_elpd_loo", "khat"):
+        np.testing.assert_array_equal(getattr(bare, f), getattr(full, f))
+    # closed forms from the weights: elpd = log sum w p, lpd = log mean p,
+    # MCSE = sqrt(log1p(sum w^2 (p - E)^2 / E^2) / r_eff)
+    w, p = np.exp(full.log_weights), np.exp(ll)
+    e = np.sum(w * p, axis=0)
+    np.testing.assert_allclose(full.elpd_loo, np.log(e), rtol=1e-13)
+    np.testing.assert_allclose(full.lpd, np.log(p.mean(axis=0)), rtol=1e-13)
+    mcse = np.sqrt(np.log1p(np.sum(w**2 * (p - e) ** 2, axis=0) / e**2) / r)
+    np.testing.assert_allclose(full.mcse_elpd_loo, mcse, rtol=1e-10)
+    assert not np.allclose(quad.mcse_elpd_loo, full.mcse_elpd_loo, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(quad.mcse_elpd_loo, full.mcse_elpd_loo, rtol=0.3)
+
+
+def test_approximate_loo_matches_its_definition(engine):
+    """Ratios corr - ll, lpd = logsumexp(ll + smoothed log p/q weights)."""
+    rng = np.random.default_rng(4)
+    ll = rng.normal(-1.0, 0.4, size=(2000, 6))
+    corr = rng.normal(0.0, 0.2, size=2000)
+    res = loo_pointwise_approximate(ll, corr, r_eff=0.9)
+    lw_post, _ = psislw(corr, r_eff=1.0)
+    np.testing.assert_allclose(res.lpd, logsumexp(ll + lw_post[:, None], axis=0),
+                               rtol=0, atol=1e-12)
+    lw, k = psislw(corr[:, None] - ll, r_eff=0.9)
+    np.testing.assert_allclose(res.khat, k, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(res.log_weights, lw, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(res.elpd_loo, logsumexp(ll + lw, axis=0), rtol=0, atol=1e-12)
+
+
+def test_layouts_threads_and_column_subsets_give_identical_results():
+    rng = np.random.default_rng(5)
+    lr = rng.standard_t(4, size=(1000, 130))  # >= 64 columns: the parallel kernel
+    lw, k = psislw(lr)
+    lw_f, k_f = psislw(np.asfortranarray(lr))
+    lw_s, k_s = psislw(lr[:, 10:20])  # serial kernel
+    lw_v, k_v = psislw(lr[::1, ::2])  # strided view
+    np.testing.assert_array_equal(k_f, k)
+    np.testing.assert_array_equal(lw_f, lw)
+    np.testing.assert_array_equal(k_s, k[10:20])
+    np.testing.assert_array_equal(lw_s, lw[:, 10:20])
+    np.testing.assert_array_equal(k_v, k[::2])
+
+
+def test_numpy_geyer_ess_equals_numba():
+    rng = np.random.default_rng(6)
+    for n_chains, n_draws, phi in ((1, 200, 0.0), (4, 250, 0.7), (2, 103, -0.4), (4, 50, 0.97)):
+        eps = rng.normal(size=(n_chains, n_draws, 9))
+        x = np.empty_like(eps)
+        x[:, 0] = eps[:, 0]
+        for t in range(1, n_draws):
+            x[:, t] = phi * x[:, t - 1] + eps[:, t]
+        x = np.exp(0.3 * x)
+        x[1 % n_chains, :, 3] += 0.5  # chain means differ
+        acov = np.ascontiguousarray(_autocov(x))
+        cmean = np.ascontiguousarray(x.mean(axis=1))
+        ref = np.empty(9)
+        _geyer_ess_serial(acov, cmean, ref)
+        np.testing.assert_allclose(_geyer_ess_numpy(acov, cmean), ref, rtol=1e-13)
+
+
+def test_import_loads_nothing_heavy():
+    code = ("import sys, loo_adapt; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('arviz', 'numba', 'matplotlib', 'xarray', 'pandas', 'scipy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
