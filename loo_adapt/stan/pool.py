@@ -797,6 +797,11 @@ def _sigterm_raises():
         yield
         return
 
+    if callable(signal.getsignal(signal.SIGTERM)):
+        # the application handles SIGTERM already (the CLI answers it like Ctrl-C, exit 143)
+        yield
+        return
+
     def handler(signum, frame):
         raise Interrupted(signum)
 
