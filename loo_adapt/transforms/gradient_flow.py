@@ -46,6 +46,24 @@ class PosteriorTerms:
     log_post: np.ndarray
     grad_log_post: np.ndarray
     row_products: dict = field(default_factory=dict)
+    _moments: dict = field(default_factory=dict, repr=False)
+
+    def moments(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, variance without Bessel factor) of ``theta`` over draws, computed once.
+
+        Every observation's moment-matching step needs the same unweighted moments of the
+        draws these terms were computed at; ``theta`` must be those draws.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> t = PosteriorTerms(np.zeros((2, 1)), np.zeros(2), np.zeros((2, 2)))
+        >>> t.moments(np.array([[0.0, 1.0], [2.0, 1.0]]))
+        (array([1., 1.]), array([1., 0.]))
+        """
+        if self._moments.get("theta") is not theta:  # identity: the very same array
+            self._moments.update(theta=theta, value=(theta.mean(axis=0), theta.var(axis=0)))
+        return self._moments["value"]
 
     def cache_row_products(self, rows, grad_rows) -> None:
         """Store ``grad_log_post @ grad_rows[k]`` for observation ``rows[k]`` (one product).
