@@ -3,7 +3,8 @@
 S = 4000 draws (4 chains x 1000) of the regularized-horseshoe logistic regression of
 benchmarks/ovarian_table1.py (54 observations, 1537-dimensional regression block), all
 five transforms x 11 step sizes for every observation above the k-hat threshold, against
-plain PSIS-LOO on the same draws in the same run.  Target: under 30 s on 2 cores.
+plain PSIS-LOO on the same draws in the same run.  Target: under 5 s on 2 cores (issue 11);
+CPU time is printed too, since wall time on a shared machine depends on the other load.
 
     python benchmarks/bench_adaptive.py [--selection split] [--repeat 1] [--profile 15]
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import resource
 import sys
@@ -75,20 +77,23 @@ def main(argv=None):
               khat_threshold=float(np.sort(base.khat)[-2]), selection=args.selection,
               seed=args.seed, keep_candidates=False)  # adapts the top observation only
 
-    t_psis, t_adapt = np.inf, np.inf
+    t_psis, t_adapt, cpu_adapt = np.inf, np.inf, np.inf
     for _ in range(args.repeat):
         t0 = time.perf_counter()
         base = run_psis()
         t_psis = min(t_psis, time.perf_counter() - t0)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = run_adapt(base)
         t_adapt = min(t_adapt, time.perf_counter() - t0)
+        cpu_adapt = min(cpu_adapt, time.process_time() - c0)
     n_high = int(np.sum(base.khat > base.khat_threshold))
     print(f"observations above k-hat {base.khat_threshold:.2f}: {n_high}; after "
           f"({args.selection}): {int(np.sum(res.unreliable))} still above")
     print(f"PSIS-LOO:      {t_psis:8.2f} s")
     print(f"adaptive LOO:  {t_adapt:8.2f} s  ({t_adapt / t_psis:.0f} x PSIS; "
-          f"{t_adapt / max(n_high, 1):.2f} s per adapted observation; target < 30 s)")
+          f"{t_adapt / max(n_high, 1):.2f} s per adapted observation; target < 5 s)")
+    print(f"adaptive CPU:  {cpu_adapt:8.2f} s  (load average now {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores)")
     print(f"maxrss (process peak so far): {maxrss_mb():.0f} MB")
 
     if not args.no_tracemalloc:

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 from scipy.special import expit, logsumexp
 
 from loo_adapt.core.psis import mcse_elpd, psislw
@@ -69,6 +69,77 @@ def _loglik_rowsum_and_column(mu, sign, i):
                 column[s] = v
         total[s] = acc
     return total, column
+
+
+#: |change of the linear predictor| below which `_loglik_steps` uses the fifth-order Taylor
+#: expansion of log sigmoid: with a = sigmoid(u) sigmoid(-u) its sixth derivative is
+#: a (-120 a^2 + 30 a - 1), at most 1/4 in size, so the remainder is below
+#: |d|^6 / 720 / 4 < 4e-16 per term (and the expansion needs no exp or log).
+_TAYLOR_MAX = 1e-2
+
+
+@njit(parallel=True, cache=True)
+def _logsig_at(mu, sign):
+    """log sigmoid(u) and exp(-|u|) at u = sign_j mu_sj, (S, n) each: the expansion point of
+    `_loglik_steps`, shared by every row and step (computed as that kernel computes log l)."""
+    n_draws, n_obs = mu.shape
+    v0 = np.empty((n_draws, n_obs))
+    e0 = np.empty((n_draws, n_obs))
+    for s in prange(n_draws):
+        for j in range(n_obs):
+            u = sign[j] * mu[s, j]
+            e = math.exp(-abs(u))
+            e0[s, j] = e
+            v0[s, j] = -(max(-u, 0.0) + math.log1p(e))
+    return v0, e0
+
+
+@njit(parallel=True, cache=True)
+def _loglik_steps(mu, dmu, hs, sign, i, v0, e0):
+    """sum_j log l_j and log l_i at mu + h dmu for every step h of ``hs`` in one pass.
+
+    Returns (sum_j log l_j, log l_i), each (K, S) for K = len(hs): mu and dmu are read once
+    for all steps, no (S, n) temporary is formed, and the draws are split across threads.
+    log l_j = log sigmoid(u), u = sign_j (mu_sj + h dmu_sj), summed over j in order as
+    `_loglik_rowsum_and_column` does; where |h dmu_sj| < ``_TAYLOR_MAX`` the value comes
+    from the fifth-order expansion around u0 = sign_j mu_sj (error < 4e-16 per term) with
+    ``(v0, e0) = _logsig_at(mu, sign)``, so the small steps of the rho grid cost no exp/log1p.
+    """
+    n_draws, n_obs = mu.shape
+    n_steps = hs.size
+    total = np.zeros((n_draws, n_steps))
+    column = np.empty((n_draws, n_steps))
+    for s in prange(n_draws):
+        for j in range(n_obs):
+            m = mu[s, j]
+            d = dmu[s, j]
+            sg = sign[j]
+            # sigmoid(u0), sigmoid(-u0) from exp(-|u0|)
+            e = e0[s, j]
+            r = 1.0 / (1.0 + e)
+            if sg * m >= 0.0:
+                sp, sm = r, e * r
+            else:
+                sp, sm = e * r, r
+            # derivatives of log sigmoid: sm, -a, a (sp - sm), a (6a - 1), a (sm - sp) (12a - 1)
+            a = sp * sm
+            c2 = -0.5 * a
+            c3 = a * (sp - sm) / 6.0
+            c4 = a * (6.0 * a - 1.0) / 24.0
+            c5 = a * (sm - sp) * (12.0 * a - 1.0) / 120.0
+            base = v0[s, j]
+            for k in range(n_steps):
+                hd = hs[k] * d
+                if abs(hd) < _TAYLOR_MAX:
+                    du = sg * hd
+                    v = base + du * (sm + du * (c2 + du * (c3 + du * (c4 + du * c5))))
+                else:
+                    t = -sg * (m + hd)
+                    v = -(max(t, 0.0) + math.log1p(math.exp(-abs(t))))
+                total[s, k] += v
+                if j == i:
+                    column[s, k] = v
+    return total.T, column.T
 
 
 def _estimates(log_ratio, ll_i, prob1, r_eff, rows=None):
@@ -228,88 +299,62 @@ def adaptive_estimate(
     # so the threshold of the full sample is used.
     split_threshold = threshold
 
+    if linear and rows.size and hasattr(model, "grad_linear_predictor_row"):
+        # grad mu_i is a fixed row per observation: the O(S P) products every row's steps
+        # need, for all rows at once (matrix products instead of one pass per row)
+        grad_rows = np.stack([model.grad_linear_predictor_row(i) for i in rows])
+        terms.cache_row_products(rows, grad_rows)
+        if gaussian is not None and hasattr(model, "prior_row_products"):
+            products = model.prior_row_products(gaussian, grad_rows)
+            prior_products = {int(i): (products[0][:, k], products[1][..., k])
+                              for k, i in enumerate(rows)}
+        else:
+            prior_products = {}
+    else:
+        prior_products = {}
+    shared = dict(model=model, theta=theta, hyper=hyper, terms=terms, post_sd=post_sd,
+                  log_weights=base.log_weights, offset=offset, ll_theta=ll_theta,
+                  ll_sum_theta=ll_sum_theta, log_prior_theta=log_prior_theta, linear=linear,
+                  gaussian=gaussian, sign=sign, rho=rho, transforms=transforms,
+                  jacobian=jacobian, prior_products=prior_products,
+                  logsig=_logsig_at(terms.mu, sign) if linear and rows.size else None)
+
     out = []
     candidates = []
-    for i in rows:
-        r_eff = float(base.r_eff[i])
-        # the identity (plain PSIS) is always a candidate: adaptation may not help
-        names, rhos = ["psis"], [np.nan]
-        log_ratios = [offset - ll_theta[:, i]]
-        ll_is, prob1s = [ll_theta[:, i]], [expit(terms.mu[:, i])]
-        log_full = [offset]  # log ratios of the full posterior against the proposal
-        for name in transforms:
-            if jacobian == "first_order" and name in ("kl", "var", "ll"):
-                step = prepare_first_order(name, model, theta, hyper, i, post_sd=post_sd,
-                                           terms=terms)
-            else:
-                step = TRANSFORMS[name](
-                    model, theta, hyper, i, post_sd=post_sd, terms=terms,
-                    log_weights=base.log_weights[:, i],
-                )
-            factors = step.direction_factors() if hasattr(step, "direction_factors") else None
-            direction = None if (factors is not None and linear) else step.direction()
-            if linear:
-                # phi(h) = theta + h D and mu is linear in the block: one product per step,
-                # and none at all when D is a per-draw scale times a fixed row
-                if factors is not None:
-                    dmu = np.outer(factors[0], model.linear_predictor(factors[1][None, :])[0])
-                    prior_line = model.log_prior_change_along(theta, factors, hyper, gaussian)
-                else:
-                    dmu = model.linear_predictor(direction)
-                    prior_line = model.log_prior_change_along(theta, direction, hyper, gaussian)
-            for r in rho:
-                h = step.step_for_rho(r)
-                if h == 0.0:
-                    continue
-                log_j = step.log_abs_det(h)
-                if linear:
-                    mu = terms.mu + h * dmu
-                    if prior_line is not None:
-                        d_prior = h * prior_line[0] + h * h * prior_line[1]
-                    else:
-                        if direction is None:
-                            direction = step.direction()
-                        d_prior = model.log_prior(theta + h * direction, hyper) - log_prior_theta
-                else:
-                    phi = theta + h * direction
-                    mu = model.linear_predictor(phi)
-                    d_prior = model.log_prior(phi, hyper) - log_prior_theta
-                ll_sum, ll_i = _loglik_rowsum_and_column(mu, sign, i)
-                # log post(phi) - log post(theta) + log|J|: the full posterior against the
-                # proposal; minus log l_i(phi): the LOO posterior (Eq. 11-15)
-                full = log_j + offset + d_prior + (ll_sum - ll_sum_theta)
-                log_ratio = full - ll_i
-                if not np.all(np.isfinite(log_ratio)):
-                    continue
-                names.append(name)
-                rhos.append(float(r))
-                log_ratios.append(log_ratio)
-                ll_is.append(ll_i)
-                prob1s.append(expit(mu[:, i]))
-                log_full.append(full)
-        cand = (np.column_stack(log_ratios), np.column_stack(ll_is), np.column_stack(prob1s))
-        original = (base.elpd_loo[i], psis_prob[i], base.khat[i], base.mcse_elpd_loo[i])
-        row = select_candidate(
-            i, names, np.array(rhos), cand, selection, halves, r_eff,
-            split_threshold if selection.startswith("split") else threshold, original,
-            candidates if keep_candidates else None,
-        )
-        if certify and row["method"] != "psis":
-            from loo_adapt.estimators.certify import certify_candidate
-
-            ok, why = certify_candidate(
-                cand, np.column_stack(log_full), row["cols"], halves, r_eff,
-                lpd_i=base.lpd[i], elpd=row["elpd_loo"], mcse=row["mcse"],
-                elpd_psis=base.elpd_loo[i], mcse_psis=base.mcse_elpd_loo[i],
-                threshold=threshold, exact_normaliser=not draws.is_approximate,
+    # rows in blocks: their candidates' PSIS fits are one call (the kernel is parallel over
+    # columns), with at most _BLOCK_COLUMNS candidate columns of S draws held at a time
+    per_row = 1 + len(transforms) * rho.size
+    block = max(1, _BLOCK_COLUMNS // per_row)
+    for start in range(0, rows.size, block):
+        built = [row_candidates(int(i), **shared) for i in rows[start : start + block]]
+        pre = _block_estimates(built, rows[start : start + block], base.r_eff, halves,
+                               selection)
+        for i, (names, rhos, cand, log_full), est in zip(rows[start : start + block], built,
+                                                         pre):
+            r_eff = float(base.r_eff[i])
+            original = (base.elpd_loo[i], psis_prob[i], base.khat[i], base.mcse_elpd_loo[i])
+            row = select_candidate(
+                i, names, np.array(rhos), cand, selection, halves, r_eff,
+                split_threshold if selection.startswith("split") else threshold, original,
+                candidates if keep_candidates else None, estimates=est,
             )
-            if not ok:
-                row.update(elpd_loo=original[0], loo_prob=original[1], khat=original[2],
-                           mcse=original[3], method="psis", rho=np.nan, reliable=False,
-                           reason=f"not certified: adapted estimate ({row['method']}) fails {why}")
-            else:
-                row["verified_by"] = "certified"
-        out.append(row)
+            if certify and row["method"] != "psis":
+                from loo_adapt.estimators.certify import certify_candidate
+
+                ok, why = certify_candidate(
+                    cand, log_full, row["cols"], halves, r_eff,
+                    lpd_i=base.lpd[i], elpd=row["elpd_loo"], mcse=row["mcse"],
+                    elpd_psis=base.elpd_loo[i], mcse_psis=base.mcse_elpd_loo[i],
+                    threshold=threshold, exact_normaliser=not draws.is_approximate,
+                )
+                if not ok:
+                    row.update(elpd_loo=original[0], loo_prob=original[1], khat=original[2],
+                               mcse=original[3], method="psis", rho=np.nan, reliable=False,
+                               reason=f"not certified: adapted estimate ({row['method']}) "
+                                      f"fails {why}")
+                else:
+                    row["verified_by"] = "certified"
+            out.append(row)
 
     def col(key, default=np.nan):
         return [r.get(key, default) for r in out]
@@ -322,27 +367,132 @@ def adaptive_estimate(
     )
 
 
+#: candidate columns (of S draws each) whose PSIS fits are batched into one call
+_BLOCK_COLUMNS = 512
+
+
+def row_candidates(i, *, model, theta, hyper, terms, post_sd, log_weights, offset, ll_theta,
+                   ll_sum_theta, log_prior_theta, linear, gaussian, sign, rho, transforms,
+                   jacobian, prior_products, logsig):
+    """Observation i's candidates: (names, rhos, (log ratios, log l_i, P(y_i = 1)), log_full).
+
+    Column 0 is the untransformed draws (plain PSIS); then every (transform, rho) whose
+    log ratios are finite.  ``log_full`` (S, C) are the log ratios of the full posterior
+    against each proposal (for the certification).
+    """
+    # the identity (plain PSIS) is always a candidate: adaptation may not help
+    names, rhos = ["psis"], [np.nan]
+    log_ratios = [offset - ll_theta[:, i]]
+    ll_is, prob1s = [ll_theta[:, i]], [expit(terms.mu[:, i])]
+    log_full = [offset]  # log ratios of the full posterior against the proposal
+    for name in transforms:
+        if jacobian == "first_order" and name in ("kl", "var", "ll"):
+            step = prepare_first_order(name, model, theta, hyper, i, post_sd=post_sd,
+                                       terms=terms)
+        else:
+            step = TRANSFORMS[name](
+                model, theta, hyper, i, post_sd=post_sd, terms=terms,
+                log_weights=log_weights[:, i],
+            )
+        factors = step.direction_factors() if hasattr(step, "direction_factors") else None
+        direction = None if (factors is not None and linear) else step.direction()
+        if linear:
+            # phi(h) = theta + h D and mu is linear in the block: one product per step,
+            # and none at all when D is a per-draw scale times a fixed row
+            if factors is not None:
+                dmu = np.outer(factors[0], model.linear_predictor(factors[1][None, :])[0])
+                own_row = name in ("kl", "var", "ll") and i in prior_products
+                prior_line = model.log_prior_change_along(
+                    theta, factors, hyper, gaussian,
+                    products=prior_products[i] if own_row else None)
+            else:
+                dmu = model.linear_predictor(direction)
+                prior_line = model.log_prior_change_along(theta, direction, hyper, gaussian)
+        steps = []  # (rho, h, log|J|, log prior(phi) - log prior(theta), likelihood terms)
+        for r in rho:
+            h = step.step_for_rho(r)
+            if h == 0.0:
+                continue
+            log_j = step.log_abs_det(h)
+            if linear:
+                if prior_line is not None:
+                    d_prior = h * prior_line[0] + h * h * prior_line[1]
+                else:
+                    if direction is None:
+                        direction = step.direction()
+                    d_prior = model.log_prior(theta + h * direction, hyper) - log_prior_theta
+                steps.append((r, h, log_j, d_prior, None))
+            else:
+                phi = theta + h * direction
+                mu = model.linear_predictor(phi)
+                d_prior = model.log_prior(phi, hyper) - log_prior_theta
+                steps.append((r, h, log_j, d_prior, _loglik_rowsum_and_column(mu, sign, i)
+                              + (expit(mu[:, i]),)))
+        if linear and steps:
+            # every step of this transform in one pass over mu (mu + h dmu per step)
+            hs = np.array([st[1] for st in steps])
+            ll_sums, ll_i_steps = _loglik_steps(terms.mu, dmu, hs, sign, i, *logsig)
+            steps = [(r, h, log_j, d_prior,
+                      (ll_sums[k], ll_i_steps[k], expit(terms.mu[:, i] + h * dmu[:, i])))
+                     for k, (r, h, log_j, d_prior, _) in enumerate(steps)]
+        for r, _h, log_j, d_prior, (ll_sum, ll_i, prob1) in steps:
+            # log post(phi) - log post(theta) + log|J|: the full posterior against the
+            # proposal; minus log l_i(phi): the LOO posterior (Eq. 11-15)
+            full = log_j + offset + d_prior + (ll_sum - ll_sum_theta)
+            log_ratio = full - ll_i
+            if not np.all(np.isfinite(log_ratio)):
+                continue
+            names.append(name)
+            rhos.append(float(r))
+            log_ratios.append(log_ratio)
+            ll_is.append(ll_i)
+            prob1s.append(prob1)
+            log_full.append(full)
+    cand = (np.column_stack(log_ratios), np.column_stack(ll_is), np.column_stack(prob1s))
+    return names, rhos, cand, np.column_stack(log_full)
+
+
+def _block_estimates(built, rows, r_eff, halves, selection):
+    """`_estimates` of every candidate of a block of rows in one call per sample (all draws
+    and, for the split rules, each half): per row (full estimates, k-hat on half a, on b)."""
+    widths = [b[2][0].shape[1] for b in built]
+    cuts = np.cumsum(widths)[:-1]
+    cat = tuple(np.concatenate([b[2][m] for b in built], axis=1) for m in range(3))
+    reff = np.repeat(np.asarray(r_eff, dtype=float)[rows], widths)
+    full = [np.split(v, cuts) for v in _estimates(*cat, reff)]
+    if selection in ("split", "split_keep"):
+        k_a = np.split(_estimates(*cat, reff, rows=halves[0])[2], cuts)
+        k_b = np.split(_estimates(*cat, reff, rows=halves[1])[2], cuts)
+    else:
+        k_a = k_b = [None] * len(built)
+    return [(tuple(v[j] for v in full), k_a[j], k_b[j]) for j in range(len(built))]
+
+
 def select_candidate(i, names, rhos, cand, selection, halves, r_eff, threshold, original,
-                     candidates=None) -> dict:
+                     candidates=None, estimates=None) -> dict:
     """Choose among observation i's candidates.
 
     ``cand`` = (log ratios, log l_i at the transformed draws, P(y_i = 1) there), each
     (S, C) with column 0 the untransformed draws (plain PSIS); ``halves`` are the two
     random halves of the draws for the split rules; ``original`` = plain PSIS's (elpd,
     prob, k-hat, mcse), restored exactly when no candidate is kept.  Appends one record per
-    candidate to ``candidates`` when given.
+    candidate to ``candidates`` when given.  ``estimates`` = (`_estimates` of ``cand``,
+    k-hats on half a, on half b) when already computed (`_block_estimates`).
 
     Returns
     -------
     dict with elpd_loo, loo_prob, khat, mcse, method, rho, reliable, reason, verified_by and
     cols (the candidate columns the estimate uses).
     """
-    elpd, prob, khat, mcse = _estimates(*cand, r_eff)
+    if estimates is None:
+        split = selection in ("split", "split_keep")
+        estimates = (_estimates(*cand, r_eff),
+                     _estimates(*cand, r_eff, rows=halves[0])[2] if split else None,
+                     _estimates(*cand, r_eff, rows=halves[1])[2] if split else None)
+    (elpd, prob, khat, mcse), k_a, k_b = estimates
     keep_original = False
     if selection in ("split", "split_keep"):
         a, b = halves
-        k_a = _estimates(*cand, r_eff, rows=a)[2]
-        k_b = _estimates(*cand, r_eff, rows=b)[2]
         pick_a, pick_b = int(np.nanargmin(k_a)), int(np.nanargmin(k_b))
         # chosen on half a, estimated on half b, and the other way round
         cols = [pick_a, pick_b]

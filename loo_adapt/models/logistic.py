@@ -142,13 +142,35 @@ class LogisticRegression(SigmoidModel):
             loc = np.concatenate([loc, np.zeros(self.n_coef)])
         return prec, prec * (theta - loc)
 
-    def log_prior_change_along(self, theta, direction, hyper, gaussian=None):
+    def prior_row_products(self, gaussian, rows):
+        """(centred @ rows.T, prec @ (rows * rows).T) for many fixed rows at once.
+
+        ``gaussian`` is `gaussian_prior`'s output and ``rows`` (R, P); the second product is
+        (S, R) with the horseshoe's per-draw scales, else (R,).  Column k is what
+        `log_prior_change_along` needs for factors (scale, rows[k]) (``products=``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from loo_adapt.models import LogisticRegression, Normal
+        >>> m = LogisticRegression(np.eye(2), [0, 1], prior=Normal(1.0))
+        >>> g = m.gaussian_prior(np.ones((3, 2)), None)
+        >>> [p.shape for p in m.prior_row_products(g, np.eye(2))]
+        [(3, 2), (2,)]
+        """
+        prec, centred = gaussian
+        rows = np.asarray(rows, dtype=float)
+        return centred @ rows.T, prec @ (rows * rows).T
+
+    def log_prior_change_along(self, theta, direction, hyper, gaussian=None, products=None):
         """(B, C) with log prior(theta + h D) - log prior(theta) = h B + h^2 C, or None.
 
         Exact for Gaussian (and flat) priors, including the horseshoe's conditional
         Gaussian with each draw's scales; None for Student-t priors. ``direction`` is an
         (S, P) array or factors (scale (S,), row (P,)) meaning D = scale[:, None] * row;
-        ``gaussian`` is `gaussian_prior`'s output, to reuse across directions.
+        ``gaussian`` is `gaussian_prior`'s output, to reuse across directions; ``products``
+        is the row's column of `prior_row_products` (factors only), computed for many rows
+        at once.
         """
         if gaussian is None:
             gaussian = self.gaussian_prior(theta, hyper)
@@ -157,9 +179,11 @@ class LogisticRegression(SigmoidModel):
         prec, centred = gaussian
         if isinstance(direction, tuple):
             scale, row = direction
-            b = -scale * (centred @ row)
-            c = -0.5 * scale**2 * ((prec @ (row * row)) if prec.ndim == 2 else
-                                   float(prec @ (row * row)))
+            if products is None:
+                products = self.prior_row_products(gaussian, row[None, :])
+                products = (products[0][:, 0], products[1][..., 0])
+            b = -scale * products[0]
+            c = -0.5 * scale**2 * (products[1] if prec.ndim == 2 else float(products[1]))
             return b, c
         d = np.asarray(direction, dtype=float)
         b = -np.einsum("sp,sp->s", centred, d)

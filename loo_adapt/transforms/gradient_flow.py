@@ -23,7 +23,7 @@ nothing overflows.  Consequently ``h`` here is the step of the *normalised* fiel
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import expit
@@ -37,12 +37,53 @@ class PosteriorTerms:
     """Quantities shared by every observation's transform: compute once per theta.
 
     mu : (S, n) linear predictors; log_post : (S,) unnormalised log posterior of the
-    block; grad_log_post : (S, P) its gradient.
+    block; grad_log_post : (S, P) its gradient; row_products : observation i ->
+    ``grad_log_post @ grad mu_i`` (S,) for models whose grad mu_i is a fixed row, filled
+    for many observations at once by `cache_row_products`.
     """
 
     mu: np.ndarray
     log_post: np.ndarray
     grad_log_post: np.ndarray
+    row_products: dict = field(default_factory=dict)
+    _moments: dict = field(default_factory=dict, repr=False)
+
+    def moments(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, variance without Bessel factor) of ``theta`` over draws, computed once.
+
+        Every observation's moment-matching step needs the same unweighted moments of the
+        draws these terms were computed at; ``theta`` must be those draws.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> t = PosteriorTerms(np.zeros((2, 1)), np.zeros(2), np.zeros((2, 2)))
+        >>> t.moments(np.array([[0.0, 1.0], [2.0, 1.0]]))
+        (array([1., 1.]), array([1., 0.]))
+        """
+        if self._moments.get("theta") is not theta:  # identity: the very same array
+            self._moments.update(theta=theta, value=(theta.mean(axis=0), theta.var(axis=0)))
+        return self._moments["value"]
+
+    def cache_row_products(self, rows, grad_rows) -> None:
+        """Store ``grad_log_post @ grad_rows[k]`` for observation ``rows[k]`` (one product).
+
+        Parameters
+        ----------
+        rows : (R,) observation indices.
+        grad_rows : (R, P) the fixed gradient row of mu_i of each (e.g. design rows).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> t = PosteriorTerms(np.zeros((2, 1)), np.zeros(2), np.ones((2, 3)))
+        >>> t.cache_row_products([0], np.array([[1.0, 2.0, 3.0]]))
+        >>> t.row_products[0]
+        array([6., 6.])
+        """
+        prod = self.grad_log_post @ np.asarray(grad_rows, dtype=float).T
+        for k, i in enumerate(rows):
+            self.row_products[int(i)] = prod[:, k]
 
 
 def posterior_terms(model, theta: np.ndarray, hyper) -> PosteriorTerms:
@@ -161,7 +202,8 @@ class GradientFlowStep:
         if model.hessian_is_zero:
             # h-independent pieces of the rank-one term, computed once.
             if self.row is not None:
-                self._q_g = terms.grad_log_post @ self.row
+                cached = terms.row_products.get(i) if hasattr(terms, "row_products") else None
+                self._q_g = terms.grad_log_post @ self.row if cached is None else cached
                 self._q_m = float(self.row @ self.row)
             else:
                 self._q_g = np.einsum("sp,sp->s", terms.grad_log_post, self._grad_mu)

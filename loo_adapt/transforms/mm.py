@@ -27,7 +27,7 @@ _TINY_VAR = 1e-300
 class MomentMatchStep:
     """MM1 or MM2 for one observation; ``apply(rho) -> (phi (S, P), log|det J| (S,))``."""
 
-    def __init__(self, kind: str, theta, log_weights):
+    def __init__(self, kind: str, theta, log_weights, moments=None):
         if kind not in ("mm1", "mm2"):
             raise ValueError(f"kind must be 'mm1' or 'mm2', got {kind!r}")
         theta = np.asarray(theta, dtype=float)
@@ -44,10 +44,11 @@ class MomentMatchStep:
         self.name = kind
         self.theta = theta
         self.weights = w
-        self.mean = theta.mean(axis=0)
+        # the unweighted moments are the same for every observation: reuse them when given
+        self.mean, v = (theta.mean(axis=0), None) if moments is None else moments
         self.mean_w = w @ theta
         if kind == "mm2":
-            v = theta.var(axis=0)
+            v = theta.var(axis=0) if v is None else v
             v_w = w @ (theta - self.mean_w) ** 2
             ok = (v > _TINY_VAR) & (v_w > _TINY_VAR)
             self.scale = np.ones(theta.shape[1])
@@ -101,11 +102,19 @@ class MomentMatchStep:
         return points + rho * (self.scale * (points - self.mean) + self.mean_w - points)
 
 
-def prepare_mm1(model=None, theta=None, hyper=None, i=None, *, log_weights=None, **_ignored):
-    """Prepare MM1 (shift) from the draws and observation i's log weights."""
-    return MomentMatchStep("mm1", theta, log_weights)
+def _moments(theta, terms):
+    return terms.moments(theta) if hasattr(terms, "moments") and theta is not None else None
 
 
-def prepare_mm2(model=None, theta=None, hyper=None, i=None, *, log_weights=None, **_ignored):
-    """Prepare MM2 (shift and marginal scale) from the draws and i's log weights."""
-    return MomentMatchStep("mm2", theta, log_weights)
+def prepare_mm1(model=None, theta=None, hyper=None, i=None, *, log_weights=None, terms=None,
+                **_ignored):
+    """Prepare MM1 (shift) from the draws and observation i's log weights (``terms``, when
+    given, caches the draws' unweighted moments across observations)."""
+    return MomentMatchStep("mm1", theta, log_weights, moments=_moments(theta, terms))
+
+
+def prepare_mm2(model=None, theta=None, hyper=None, i=None, *, log_weights=None, terms=None,
+                **_ignored):
+    """Prepare MM2 (shift and marginal scale) from the draws and i's log weights (``terms``,
+    when given, caches the draws' unweighted moments across observations)."""
+    return MomentMatchStep("mm2", theta, log_weights, moments=_moments(theta, terms))
