@@ -151,7 +151,8 @@ def test_in_memory_loo_does_not_import_dask():
     code = textwrap.dedent("""
         import sys
         import numpy as np
-        import loo_adapt, loo_adapt.api, loo_adapt.estimators.psis, loo_adapt.io.lazy, loo_adapt.subsample
+        import loo_adapt, loo_adapt.api, loo_adapt.io.lazy, loo_adapt.subsample
+        import loo_adapt.estimators.psis
         from loo_adapt.io.readers import read_draws
         x = np.random.default_rng(0).normal(-1, 0.2, (2, 100, 5))
         assert not loo_adapt.io.lazy.is_lazy(x)
