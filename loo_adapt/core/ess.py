@@ -34,7 +34,8 @@ from numba import njit, prange
 
 from loo_adapt.core._compiled import NUMPY_MAX_CELLS, compiled
 
-__all__ = ["ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff"]
+__all__ = ["ess_bulk", "ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff",
+           "rhat_rank"]
 
 _BLOCK = 256  # observations per FFT block, bounds the memory of the padded transform
 
@@ -353,3 +354,64 @@ def ess_mean(x):
         rho = 1.0 - (mean_var[k] - acov[k].mean(axis=0)) / var_plus[k]
         out[k] = m * n / _geyer_tau(rho, m * n)
     return float(out[0]) if squeeze else out
+
+
+# ---- convergence of a scalar quantity: rank-normalised split R-hat and bulk ESS ------------
+def _rank_normal(x: np.ndarray) -> np.ndarray:
+    from scipy import stats  # here, not at import: the PSIS path never needs it
+
+    ranks = stats.rankdata(x, method="average").reshape(x.shape)
+    return stats.norm.ppf((ranks - 0.375) / (x.size + 0.25))
+
+
+def _split_rhat(x: np.ndarray) -> float:
+    half = x.shape[1] // 2
+    split = np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
+    n = split.shape[1]
+    within = np.mean(np.var(split, axis=1, ddof=1))
+    between = n * np.var(np.mean(split, axis=1), ddof=1)
+    return float(np.sqrt(((n - 1) / n * within + between / n) / within))
+
+
+def rhat_rank(x) -> float:
+    """Rank-normalised split R-hat (max of bulk and folded), as arviz ``rhat(method="rank")``.
+
+    Parameters
+    ----------
+    x : (chains, draws) array.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(4, 500))
+    >>> bool(rhat_rank(x) < 1.01)
+    True
+    """
+    x = np.asarray(x, dtype=np.float64)
+    bulk = _split_rhat(_rank_normal(x))
+    tail = _split_rhat(_rank_normal(np.abs(x - np.median(x))))
+    return max(bulk, tail)
+
+
+def ess_bulk(x) -> float:
+    """Bulk effective sample size (rank-normalised split chains), as arviz ``ess(method="bulk")``.
+
+    Parameters
+    ----------
+    x : (chains, draws) array.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(4, 500))
+    >>> bool(1500 < ess_bulk(x) < 2500)
+    True
+    """
+    x = np.asarray(x, dtype=np.float64)
+    return float(ess_mean(_rank_normal(x)))

@@ -50,10 +50,9 @@ from dataclasses import dataclass, field
 from time import monotonic as time_mono
 
 import numpy as np
-from scipy import stats
 from scipy.special import logsumexp
 
-from loo_adapt.core.ess import ess_mean, relative_eff
+from loo_adapt.core.ess import ess_bulk, relative_eff, rhat_rank
 from loo_adapt.stan import pool as _pool
 
 __all__ = ["RefitResult", "refit_loo", "heldout_elpd", "convergence_check"]
@@ -110,64 +109,6 @@ def heldout_elpd(log_lik) -> tuple[float, float, float]:
 # --------------------------------------------------------------------------------------------
 # convergence of one refit: divergences, rank-normalised R-hat, bulk ESS (Vehtari et al. 2021)
 # --------------------------------------------------------------------------------------------
-def _rank_normal(x: np.ndarray) -> np.ndarray:
-    ranks = stats.rankdata(x, method="average").reshape(x.shape)
-    return stats.norm.ppf((ranks - 0.375) / (x.size + 0.25))
-
-
-def _split_rhat(x: np.ndarray) -> float:
-    half = x.shape[1] // 2
-    split = np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
-    n = split.shape[1]
-    within = np.mean(np.var(split, axis=1, ddof=1))
-    between = n * np.var(np.mean(split, axis=1), ddof=1)
-    return float(np.sqrt(((n - 1) / n * within + between / n) / within))
-
-
-def rhat_rank(x) -> float:
-    """Rank-normalised split R-hat (max of bulk and folded), as arviz ``rhat(method="rank")``.
-
-    Parameters
-    ----------
-    x : (chains, draws) array.
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> x = np.random.default_rng(0).normal(size=(4, 500))
-    >>> bool(rhat_rank(x) < 1.01)
-    True
-    """
-    x = np.asarray(x, dtype=np.float64)
-    bulk = _split_rhat(_rank_normal(x))
-    tail = _split_rhat(_rank_normal(np.abs(x - np.median(x))))
-    return max(bulk, tail)
-
-
-def ess_bulk(x) -> float:
-    """Bulk effective sample size (rank-normalised split chains), as arviz ``ess(method="bulk")``.
-
-    Parameters
-    ----------
-    x : (chains, draws) array.
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> x = np.random.default_rng(0).normal(size=(4, 500))
-    >>> bool(1500 < ess_bulk(x) < 2500)
-    True
-    """
-    x = np.asarray(x, dtype=np.float64)
-    return float(ess_mean(_rank_normal(x)))
-
-
 def convergence_check(log_lik, n_divergent: int = -1, *, max_rhat: float = 1.01,
                       min_ess: float | None = None) -> tuple[str, float, float]:
     """Is a refit converged enough to trust its held-out elpd?
