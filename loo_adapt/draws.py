@@ -248,8 +248,14 @@ def _truthy(value) -> bool:
     return str(value).strip().lower() in ("1", "true", "1.0")
 
 
+#: largest |log_lik| accepted: beyond it exp(-log_lik) ratios cancel catastrophically in
+#: float64 (a value of 1e300 made PSIS report elpd_i = +0.36 where -1.24 was right)
+MAX_ABS_LOG_LIK = 1e8
+
+
 def check_log_lik(value: np.ndarray, what: str) -> None:
-    """Refuse a (chains, draws, n) log-likelihood with no observations or non-finite values.
+    """Refuse a (chains, draws, n) log-likelihood with no observations, non-finite values or
+    values too large in magnitude to be one observation's log-likelihood.
 
     Parameters
     ----------
@@ -280,4 +286,14 @@ def check_log_lik(value: np.ndarray, what: str) -> None:
             f"{what} has non-finite values ({counts}; first at chain {c}, draw {d}, "
             f"observation {i} (0-based; Stan index {i + 1})): a log-likelihood must be finite "
             "for every draw; fix the generated quantities or drop those draws"
+        )
+    big = np.abs(value) > MAX_ABS_LOG_LIK
+    if big.any():
+        c, d, i = (int(k) for k in np.argwhere(big)[0])
+        raise ValueError(
+            f"{what} has values of magnitude above {MAX_ABS_LOG_LIK:g} (e.g. "
+            f"{value[c, d, i]:.3g} at chain {c}, draw {d}, observation {i} (0-based; Stan "
+            f"index {i + 1})): not the log-likelihood of one observation, and LOO's "
+            "importance ratios exp(-log_lik) lose all precision there; fix the generated "
+            "quantities"
         )

@@ -396,3 +396,14 @@ def test_full_disk_during_a_run(small_disk, capsys):  # noqa: F811 (the fixture)
     line = _one_line(err)
     assert rc == 1 and "no space left on the device" in line
     assert list(small_disk.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", [1e300, -1e300])
+def test_absurd_log_lik_is_a_clear_error_not_a_reliable_number(value):
+    """Issue 14: one log_lik of 1e300 gave elpd_i = +0.255 (truth about -1.24), "reliable"."""
+    from loo_adapt.io.readers import read_csv
+
+    ll = read_csv(SAMPLE).log_lik().copy()
+    ll[0, 0, 3] = value
+    with pytest.raises(ValueError, match="observation 3 .*Stan index 4"):
+        loo_adapt.loo(ll)
