@@ -223,7 +223,8 @@ def loo(
         ctx.y = _check_y(y, base.elpd_loo.size)
     prob = None if ctx.y is None else loo_prob_from_log_lik(ctx.log_lik, base.log_weights,
                                                              ctx.y)
-    result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob)
+    result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob,
+                            draws=draws)
     result = run_stages(ctx, result, stages)
     _warn_unverified(result, ctx)
     name = draws.log_lik_name(var_name)

@@ -54,6 +54,9 @@ class PointwiseLoo:
     reason : per observation, why the final estimate is not shown reliable ("" where it is).
     history : one record per merged estimate: estimator, rows, accepted mask, elpd_loo,
         reliable and reason of each row it returned (see `row_history`).
+    draws_method : origin of the draws ("mcmc", "advi", "laplace", "pathfinder", ...).
+    khat_pq : for draws of an approximation q, the Pareto k-hat of p/q (how well q stands in
+        for the posterior, as R loo's ``loo_approximate_posterior`` reports); NaN for MCMC.
     """
 
     elpd_loo: np.ndarray
@@ -76,6 +79,8 @@ class PointwiseLoo:
     verified_by: np.ndarray | None = None
     reason: np.ndarray | None = None
     history: list[dict] = field(default_factory=list)
+    draws_method: str = "mcmc"
+    khat_pq: float = float("nan")
 
     def __post_init__(self):
         n = len(self.elpd_loo)

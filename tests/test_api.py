@@ -16,6 +16,12 @@ from loo_adapt.io.readers import read_csv, read_dict
 DATA = Path(__file__).parent / "data" / "cmdstan"
 
 
+def res_summary(draws):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return loo_adapt.loo(draws).summary()
+
+
 def _data(name):
     return json.loads((DATA / f"{name}.data.json").read_text())
 
@@ -37,6 +43,11 @@ def test_advi_draws_use_p_over_q_ratios():
     lw_p, _ = az.psislw(corr, reff=1.0)
     lw_p = lw_p - logsumexp(lw_p)
     np.testing.assert_allclose(res.lpd, logsumexp(ll + lw_p[:, None], axis=0), atol=1e-8)
+    # the result and its summary say where the draws come from and how good q is
+    _, k_pq = az.psislw(corr, reff=1.0)
+    assert res.draws_method == "advi"
+    assert res.khat_pq == pytest.approx(float(k_pq), abs=1e-6)
+    assert f"Pareto k-hat of p/q: {float(k_pq):.2f}" in res_summary(draws)
 
 
 def test_poor_approximation_warns():

@@ -117,7 +117,16 @@ def format_summary(result, scale: str = "log") -> str:
                 f"{'s' if n_bad > 1 else ''}, which it does not measure)")
     lines.append(f"MCSE of elpd_loo is {est['mcse_elpd_loo']:.2f}{note}.")
     r_eff = np.asarray(result.r_eff, dtype=float)
-    if np.any(np.isfinite(r_eff)):
+    origin = str(getattr(result, "draws_method", "mcmc"))
+    from loo_adapt.core.psis import pareto_k_threshold
+
+    if origin not in ("mcmc", "other"):
+        k_pq = float(getattr(result, "khat_pq", float("nan")))
+        lines.append(f"Draws of an approximation ({origin}), not of the posterior: every "
+                     f"importance ratio includes p/q. Pareto k-hat of p/q: {k_pq:.2f} "
+                     f"({'good' if k_pq <= pareto_k_threshold(int(result.n_samples)) else 'poor'}"
+                     f"; as R loo's loo_approximate_posterior).")
+    elif np.any(np.isfinite(r_eff)):
         lines.append(f"MCSE and ESS estimates assume MCMC draws (r_eff in "
                      f"[{np.nanmin(r_eff):.1f}, {np.nanmax(r_eff):.1f}]).")
     lines.append("")
