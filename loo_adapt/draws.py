@@ -248,14 +248,16 @@ def _truthy(value) -> bool:
     return str(value).strip().lower() in ("1", "true", "1.0")
 
 
-#: largest |log_lik| accepted: beyond it exp(-log_lik) ratios cancel catastrophically in
-#: float64 (a value of 1e300 made PSIS report elpd_i = +0.36 where -1.24 was right)
-MAX_ABS_LOG_LIK = 1e8
+#: largest log_lik accepted: a density of exp(1e8) is no observation's, and beyond it the
+#: ratios exp(-log_lik) lose the normalising constant in float64 (a value of 1e300 made PSIS
+#: report elpd_i = +0.36 where -1.24 was right).  Very negative values are legitimate (a
+#: degenerate fit): in log space they give the right, flagged, estimate.
+MAX_LOG_LIK = 1e8
 
 
 def check_log_lik(value: np.ndarray, what: str) -> None:
     """Refuse a (chains, draws, n) log-likelihood with no observations, non-finite values or
-    values too large in magnitude to be one observation's log-likelihood.
+    values too large to be one observation's log-likelihood.
 
     Parameters
     ----------
@@ -287,11 +289,11 @@ def check_log_lik(value: np.ndarray, what: str) -> None:
             f"observation {i} (0-based; Stan index {i + 1})): a log-likelihood must be finite "
             "for every draw; fix the generated quantities or drop those draws"
         )
-    big = np.abs(value) > MAX_ABS_LOG_LIK
+    big = value > MAX_LOG_LIK
     if big.any():
         c, d, i = (int(k) for k in np.argwhere(big)[0])
         raise ValueError(
-            f"{what} has values of magnitude above {MAX_ABS_LOG_LIK:g} (e.g. "
+            f"{what} has values above {MAX_LOG_LIK:g} (e.g. "
             f"{value[c, d, i]:.3g} at chain {c}, draw {d}, observation {i} (0-based; Stan "
             f"index {i + 1})): not the log-likelihood of one observation, and LOO's "
             "importance ratios exp(-log_lik) lose all precision there; fix the generated "

@@ -553,9 +553,57 @@ class AdaptiveIS:
         # only rows whose plain PSIS k-hat is above the threshold are transformed
         rows = np.asarray(rows, dtype=np.int64)
         rows = rows[ctx.base.khat[rows] > ctx.threshold]
-        return adaptive_estimate(
+        unchecked = _hierarchical_prior_unchecked(ctx) if rows.size else ""
+        est = adaptive_estimate(
             ctx.draws, ctx.model, rows, base=ctx.base, transforms=tuple(self.transforms),
             rho=self.rho, khat_threshold=ctx.threshold, selection=self.selection,
             seed=ctx.seed, var_name=ctx.var_name, keep_candidates=self.keep_candidates,
             jacobian=self.jacobian, certify=self.certify,
         )
+        if not unchecked or not self.certify:
+            return est
+        # nothing certifies an adapted row whose model prior could not be checked
+        adapted = np.asarray(est.method) != "psis"
+        return Estimate.make(
+            est.estimator, est.rows, est.elpd_loo, est.mcse_elpd_loo,
+            est.reliable & ~adapted, pareto_k=est.pareto_k, loo_prob=est.loo_prob,
+            rho=est.rho, method=est.method, candidates=est.candidates,
+            verified_by=np.where(adapted, "", est.verified_by),
+            reason=np.where(adapted, f"not certified: {unchecked}", est.reason),
+        )
+
+
+def _hierarchical_prior_unchecked(ctx) -> str:
+    """For a family with hyperparameters, check its prior against the fit through the Stan
+    program that encodes it: the program's log density at the draws (BridgeStan, Jacobians
+    included) must equal the draws' lp__ up to a constant.  Raises on a mismatch; returns
+    why it could not be checked ("" when it was)."""
+    draws, model = ctx.draws, ctx.model
+    lp = (draws.sample_stats or {}).get("lp__")
+    _, hyper = model.theta_from_draws(draws)
+    if hyper is None or draws.is_approximate:
+        return ""  # checked in adaptive_estimate (or not applicable)
+    if lp is None:
+        return "the draws carry no lp__ to check the model's hierarchical prior against"
+    from loo_adapt.stan.program import StanProgram
+
+    try:  # the family's own priors, as a program (a user's program would check nothing)
+        program = StanProgram.from_model(model)
+    except ValueError:
+        return ("the model's hierarchical prior could not be checked against the fit (no "
+                "bundled program encodes it)")
+    try:
+        density = program.log_density()
+        lp_model = density.log_density(density.unconstrain(draws))
+    except Exception as err:  # the draws do not carry the program's parameters
+        return f"the model's hierarchical prior could not be checked ({type(err).__name__})"
+    diff = np.asarray(lp, dtype=float).reshape(-1) - lp_model
+    spread = float(np.max(np.abs(diff - np.median(diff))))
+    if not spread <= 0.05:
+        raise ValueError(
+            f"the model's prior does not match the fit's: the log density of {program!r} "
+            f"differs from the draws' lp__ by a non-constant amount (up to {spread:.3g}); "
+            "give the model the priors (and hyperpriors) of the Stan program that produced "
+            "the draws"
+        )
+    return ""

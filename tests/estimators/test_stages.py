@@ -253,3 +253,19 @@ def test_model_prior_that_is_not_the_fits_is_refused():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert loo_adapt.loo(draws, model=right, seed=1).loo_adapt.n_obs == 54
+
+
+def test_hierarchical_prior_checked_through_its_bundled_program():
+    """A horseshoe family whose hyperpriors are not the fit's (slab and global scales x5) is
+    refused: the bundled program encoding it gives a log density that is not lp__ + const."""
+    pytest.importorskip("stanli")
+    data, draws = _fixture("rhs_logistic")
+    wrong = {**data, "slab_scale": data["slab_scale"] * 5,
+             "scale_global": data["scale_global"] * 5}
+    with pytest.raises(ValueError, match="prior does not match"):
+        loo_adapt.loo(draws, model=loo_adapt.models.model_for("rhs_logistic", wrong), seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = loo_adapt.loo(draws, model=loo_adapt.models.model_for("rhs_logistic", data),
+                            seed=1).loo_adapt
+    assert res.n_obs == 54
