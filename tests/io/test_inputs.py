@@ -194,10 +194,16 @@ def test_non_finite_log_lik_refused(bad):
         d.log_lik()
 
 
-def test_absurd_but_finite_passes_the_reader():
+def test_absurd_log_lik_values():
+    """+1e300 is no observation's log-likelihood (and would cancel catastrophically in the
+    ratios): refused, naming the cell; -1e300 (y_i all but impossible under a draw, e.g. a
+    degenerate fit) is read as it is."""
     ll = -np.random.default_rng(8).exponential(size=(1, 40, 3))
     ll[0, 0, 0] = 1e300
-    assert read_draws(ll).log_lik()[0, 0, 0] == 1e300  # PSIS decides what it means
+    with pytest.raises(ValueError, match="above 1e\\+08.*observation 0"):
+        read_draws(ll).log_lik()
+    ll[0, 0, 0] = -1e300
+    assert read_draws(ll).log_lik()[0, 0, 0] == -1e300
 
 
 def test_zero_observations_and_draws():
