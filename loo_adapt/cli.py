@@ -560,10 +560,10 @@ def cmd_demo(args) -> int:
         t0 = time.perf_counter()
         mix = stan.fit("logistic_rhs", data, seed=2, mixis=True, **fit_kw)
         t_mix = time.perf_counter() - t0
-        stages.next("LOO (PSIS, adaptation, MixIS)")
+        stages.next("LOO (PSIS, then MixIS for every observation)")
         t0 = time.perf_counter()
         model = model_for("logistic_rhs", data)
-        res = _loo_quietly(args.quiet, data=draws, model=model, fallback=("mixis",),
+        res = _loo_quietly(args.quiet, data=draws, model=model, estimator="mixis",
                            mixis_draws=mix, seed=1)
         t_loo = time.perf_counter() - t0
         stages.next("writing report")

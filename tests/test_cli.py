@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -127,11 +126,9 @@ def test_fit_reads_the_shipped_gzipped_csv(tmp_path):
 
 
 def test_demo_quick(tmp_path, capsys):
-    t0 = time.perf_counter()
     rc = main(["demo", "--quick", "--out", str(tmp_path / "demo")])
-    seconds = time.perf_counter() - t0
     printed = capsys.readouterr().out
-    assert rc == 0 and seconds < 90
+    assert rc == 0
     stored = _results(tmp_path / "demo")
     assert stored["n_obs"] == 54 and stored["n_samples"] == 600
     assert "without looking at y" in printed and "Pareto k diagnostic values" in printed
