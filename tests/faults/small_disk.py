@@ -12,7 +12,7 @@ def small_disk(tmp_path):
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"cannot mount a 64 kB tmpfs here ({proc.stderr.strip()}); the patched "
-                    "writer tests cover the same path")
+        pytest.skip(reason=f"cannot mount a 64 kB tmpfs here ({proc.stderr.strip()}); the "
+                           "patched writer tests cover the same path")
     yield disk
     subprocess.run(["umount", str(disk)], check=True)
