@@ -205,8 +205,12 @@ class Context:
         if self.draws.method == "mcmc":
             try:
                 return program.fit_mixture(self.draws, seed=seed)
-            except (KeyError, ValueError):
-                pass  # the draws do not carry this program's parameters: a cold fit
+            except Exception as err:  # noqa: BLE001 - any failure of the warm start: cold fit
+                import warnings
+
+                warnings.warn(f"the warm-started mixture fit failed ({type(err).__name__}: "
+                              f"{err}); fitting the mixture from scratch", UserWarning,
+                              stacklevel=3)
         return read_draws(program.with_mixis().fit(mixis=True, seed=seed))
 
     def need_program(self, what: str):
