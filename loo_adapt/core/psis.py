@@ -767,7 +767,8 @@ class PsisLoo:
     """Pointwise PSIS-LOO (arrays of length n unless noted).
 
     ``log_weights`` is (S, n), normalised over draws (None when the caller did not ask for
-    the weights); ``khat_threshold`` and ``n_samples`` are scalars.
+    the weights); ``khat_threshold`` and ``n_samples`` are scalars; ``khat_pq`` is the Pareto
+    k-hat of p/q for draws of an approximation q (NaN for posterior draws).
     """
 
     elpd_loo: np.ndarray
@@ -779,21 +780,14 @@ class PsisLoo:
     r_eff: np.ndarray
     khat_threshold: float
     n_samples: int
+    khat_pq: float = float("nan")
 
     def to_result(self):
-        """The shared array-level result ``loo_adapt.result.PointwiseLoo``."""
-        from loo_adapt.result import PointwiseLoo
+        """The shared array-level result ``loo_adapt.result.PointwiseLoo`` (plain PSIS for
+        every row; `loo_adapt.estimators.psis.initial_result`)."""
+        from loo_adapt.estimators.psis import initial_result
 
-        return PointwiseLoo(
-            elpd_loo=self.elpd_loo.copy(),
-            p_loo=self.p_loo.copy(),
-            lpd=self.lpd.copy(),
-            mcse_elpd_loo=self.mcse_elpd_loo.copy(),
-            khat=self.khat.copy(),
-            khat_threshold=float(self.khat_threshold),
-            n_samples=int(self.n_samples),
-            r_eff=self.r_eff.copy(),
-        )
+        return initial_result(self)
 
     def estimates(self) -> dict[str, float]:
         """Totals and SEs as R loo (SE with the n - 1 variance)."""
@@ -963,7 +957,9 @@ def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
             stacklevel=2,
         )
     # lpd = logsumexp(ll + lw_post) per observation, inside the kernel
-    return _psis_loo(ll, corr, lw_post, r, mcse_method, weights)
+    res = _psis_loo(ll, corr, lw_post, r, mcse_method, weights)
+    res.khat_pq = float(k_post)
+    return res
 
 
 class _CallablePsisModule(types.ModuleType):

@@ -56,15 +56,7 @@ def initial_result(base, *, khat_threshold=None, y=None, loo_prob=None,
     """The result every fold starts from: plain PSIS for every row, reliable where its
     k-hat is at most the threshold."""
     threshold = float(base.khat_threshold if khat_threshold is None else khat_threshold)
-    origin, khat_pq = "mcmc", float("nan")
-    if draws is not None:
-        origin = str(draws.method)
-        if draws.is_approximate:
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # loo_pointwise_approximate warned already
-                khat_pq = float(np.asarray(_psis.psislw(draws.log_ratio_offset())[1]))
+    origin = "mcmc" if draws is None else str(draws.method)
     return PointwiseLoo(
         elpd_loo=base.elpd_loo.copy(), p_loo=base.p_loo.copy(), lpd=base.lpd.copy(),
         mcse_elpd_loo=base.mcse_elpd_loo.copy(), khat=base.khat.copy(),
@@ -72,7 +64,7 @@ def initial_result(base, *, khat_threshold=None, y=None, loo_prob=None,
         reliable=base.khat <= threshold,
         y=None if y is None else np.asarray(y, dtype=float).copy(),
         loo_prob=None if loo_prob is None else np.asarray(loo_prob, dtype=float).copy(),
-        draws_method=origin, khat_pq=khat_pq,
+        draws_method=origin, khat_pq=float(base.khat_pq),
     )
 
 
