@@ -27,14 +27,14 @@ held-out k-hats.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit, prange
 from scipy.special import expit, logsumexp
 
 from loo_adapt.core.psis import mcse_elpd, psislw
-from loo_adapt.estimators.base import Estimate
+from loo_adapt.estimators.base import Estimate, frozen
 from loo_adapt.result import PointwiseLoo
 from loo_adapt.transforms import (
     DEFAULT_RHO,
@@ -564,12 +564,10 @@ class AdaptiveIS:
             return est
         # nothing certifies an adapted row whose model prior could not be checked
         adapted = np.asarray(est.method) != "psis"
-        return Estimate.make(
-            est.estimator, est.rows, est.elpd_loo, est.mcse_elpd_loo,
-            est.reliable & ~adapted, pareto_k=est.pareto_k, loo_prob=est.loo_prob,
-            rho=est.rho, method=est.method, candidates=est.candidates,
-            verified_by=np.where(adapted, "", est.verified_by),
-            reason=np.where(adapted, f"not certified: {unchecked}", est.reason),
+        return replace(
+            est, reliable=frozen(est.reliable & ~adapted),
+            verified_by=frozen(np.where(adapted, "", est.verified_by), object),
+            reason=frozen(np.where(adapted, f"not certified: {unchecked}", est.reason), object),
         )
 
 

@@ -24,10 +24,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Estimate", "Estimator", "Context", "Stage", "run_stages", "rows_of"]
+__all__ = ["Estimate", "Estimator", "Context", "Stage", "run_stages", "rows_of", "frozen"]
 
 
-def _frozen(a, dtype=None) -> np.ndarray:
+def frozen(a, dtype=None) -> np.ndarray:
+    """A read-only copy of ``a`` (the columns of an `Estimate`)."""
     out = np.array(a, dtype=dtype, copy=True)
     out.setflags(write=False)
     return out
@@ -87,9 +88,9 @@ class Estimate:
 
         def col(v, fill, dtype=float):
             if v is None:
-                return _frozen(np.full(m, fill, dtype=dtype))
+                return frozen(np.full(m, fill, dtype=dtype))
             a = np.broadcast_to(np.asarray(v, dtype=dtype), (m,))
-            return _frozen(a, dtype=dtype)
+            return frozen(a, dtype=dtype)
 
         reliable = col(reliable, False, bool)
         if verified_by is None:
@@ -98,7 +99,7 @@ class Estimate:
             reason = np.where(reliable, "", f"{estimator}: not shown reliable")
         return cls(
             estimator=str(estimator),
-            rows=_frozen(rows),
+            rows=frozen(rows),
             elpd_loo=col(elpd_loo, np.nan),
             mcse_elpd_loo=col(mcse_elpd_loo, np.nan),
             reliable=reliable,

@@ -303,7 +303,7 @@ class MomentMatch:
     def __call__(self, ctx, rows):
         from loo_adapt.estimators.base import Estimate
         from loo_adapt.estimators.certify import DEFAULT_Z, DEFAULT_Z_SIDE
-        from loo_adapt.estimators.mixis import bernoulli_log_p1
+        from loo_adapt.estimators.psis import loo_prob_from_log_lik
 
         density = ctx.need_program("moment matching (mm)").log_density()
         upars = density.unconstrain(ctx.draws)
@@ -336,9 +336,9 @@ class MomentMatch:
             prob = np.full(rows.size, np.nan)
             for j, i in enumerate(rows):
                 if int(i) in mm.log_weights:
-                    lp1 = bernoulli_log_p1(mm.log_lik_at[int(i)][:, None],
-                                           np.asarray(ctx.y)[[i]])[:, 0]
-                    prob[j] = float(np.sum(np.exp(mm.log_weights[int(i)] + lp1)))
+                    prob[j] = loo_prob_from_log_lik(mm.log_lik_at[int(i)][:, None],
+                                                    mm.log_weights[int(i)][:, None],
+                                                    np.asarray(ctx.y)[[i]])[0]
         return Estimate.make(
             "mm", rows, elpd, mcse, ok, pareto_k=k, loo_prob=prob,
             verified_by=np.where(ok, "certified", ""), reason=np.array(reason, dtype=object),
