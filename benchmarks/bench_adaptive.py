@@ -74,7 +74,7 @@ def main(argv=None):
     # warm-up: numba compilation / caches are not part of the steady-state cost
     base = run_psis()
     adapt_loo(draws, model, base=base, transforms=tuple(args.transforms), rho=[1.0],
-              khat_threshold=float(np.sort(base.khat)[-2]), selection=args.selection,
+              khat_threshold=float(np.sort(base.pareto_k)[-2]), selection=args.selection,
               seed=args.seed, keep_candidates=False)  # adapts the top observation only
 
     t_psis, t_adapt, cpu_adapt = np.inf, np.inf, np.inf
@@ -86,8 +86,8 @@ def main(argv=None):
         res = run_adapt(base)
         t_adapt = min(t_adapt, time.perf_counter() - t0)
         cpu_adapt = min(cpu_adapt, time.process_time() - c0)
-    n_high = int(np.sum(base.khat > base.khat_threshold))
-    print(f"observations above k-hat {base.khat_threshold:.2f}: {n_high}; after "
+    n_high = int(np.sum(base.pareto_k > base.good_k))
+    print(f"observations above k-hat {base.good_k:.2f}: {n_high}; after "
           f"({args.selection}): {int(np.sum(res.unreliable))} still above")
     print(f"PSIS-LOO:      {t_psis:8.2f} s")
     print(f"adaptive LOO:  {t_adapt:8.2f} s  ({t_adapt / t_psis:.0f} x PSIS; "

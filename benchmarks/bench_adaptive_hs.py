@@ -129,10 +129,10 @@ def main(argv=None):
         t_adapt = min(t_adapt, time.perf_counter() - t0)
         cpu_adapt = min(cpu_adapt, time.process_time() - c0)
     la = res.loo_adapt
-    n_high = int(np.sum(la.khat > la.khat_threshold))
+    n_high = int(np.sum(la.pareto_k > la.good_k))
     methods = np.asarray(la.method)
     print(f"rows above the k-hat threshold (adapted): {n_high}; accepted adapted: "
-          f"{int(np.sum(methods != 'psis'))}; elpd_loo {float(np.sum(la.elpd_loo)):.4f}")
+          f"{int(np.sum(methods != 'psis'))}; elpd_loo {float(np.sum(la.elpd_i)):.4f}")
     print(f"PSIS loo():             {t_psis:8.3f} s")
     print(f"adaptive loo():         {t_adapt:8.3f} s  ({t_adapt / t_psis:.1f} x PSIS; "
           f"target < 10 s)")

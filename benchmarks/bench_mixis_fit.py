@@ -56,7 +56,7 @@ def run(name: str, variant: str, seed: int, program, posterior, truth) -> dict:
         mix = program.fit_mixture(posterior, seed=seed, **VARIANTS[variant])
     seconds = time.perf_counter() - t0
     est = mixis_loo(mix.log_lik())
-    err = est.elpd_loo - truth[:, 1]
+    err = est.elpd_i - truth[:, 1]
     combined = float(np.sqrt(est.mcse_total ** 2 + np.sum(truth[:, 2] ** 2)))
     total = float(err.sum())
     return {"model": name, "variant": variant, "seed": seed, "seconds": seconds,

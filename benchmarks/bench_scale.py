@@ -97,8 +97,8 @@ def part_out_of_core(args) -> None:
     res = elpd.loo_adapt
     est = res.estimates()
     print(f"loo(dask array): {t_lazy:.1f} s, elpd_loo = {est['elpd_loo']:.2f} "
-          f"(SE {est['se_elpd_loo']:.2f}), k-hat > {res.khat_threshold:.2f}: "
-          f"{int(np.sum(res.khat > res.khat_threshold))}")
+          f"(SE {est['se_elpd_loo']:.2f}), k-hat > {res.good_k:.2f}: "
+          f"{int(np.sum(res.pareto_k > res.good_k))}")
     print(f"peak RSS of this process: {rss1:.0f} MB (before the call: {rss0:.0f} MB)")
     if client is not None:
         client.close()
@@ -206,7 +206,7 @@ def part_refits(args) -> None:
                             seed=1)
             results[workers] = (time.perf_counter() - t0, res)
         print(f"{workers} worker(s): {results[workers][0]:.1f} s")
-    same = np.array_equal(results[1][1].elpd_loo, results[2][1].elpd_loo)
+    same = np.array_equal(results[1][1].elpd_i, results[2][1].elpd_i)
     print(f"speed-up 2 vs 1 workers: {results[1][0] / results[2][0]:.2f}x; identical "
           f"estimates: {same}")
 

@@ -63,7 +63,7 @@ RULES["psis_side z=0"] = (("psis_side",), 2.0, 0.0)
 def collect(bench, transforms, seed):
     """Adaptive IS once; every adapted row with its estimate and check statistics."""
     base = psis_of_draws(bench.draws, reff=1.0)
-    rows = np.flatnonzero(base.khat > base.khat_threshold)
+    rows = np.flatnonzero(base.pareto_k > base.good_k)
     recs = []
     orig = C.certify_candidate
 
@@ -103,9 +103,9 @@ def main(argv=None):
         for tname, transforms in TRANSFORM_SETS.items():
             for seed in args.seeds:
                 base, high, recs = collect(bench, transforms, seed)
-                err_psis = base.elpd_loo - truth
+                err_psis = base.elpd_i - truth
                 for rule, (checks, z, z_side) in RULES.items():
-                    elpd = base.elpd_loo.copy()
+                    elpd = base.elpd_i.copy()
                     n_acc = 0
                     for i, e, v in recs:
                         if rule_passes(v, checks, z, z_side, exact):

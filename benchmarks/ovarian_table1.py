@@ -142,7 +142,7 @@ def one_resample(sub, model, rows, seed):
     from loo_adapt.estimators.psis import psis_of_draws
 
     base = psis_of_draws(sub, reff=1.0)
-    high = np.flatnonzero(base.khat > KHAT)
+    high = np.flatnonzero(base.pareto_k > KHAT)
     out = {"none": len(high)}
     t0 = time.perf_counter()
     # One min_khat run with every transform gives every candidate's k-hat: each row's
@@ -162,7 +162,7 @@ def one_resample(sub, model, rows, seed):
     for names in (("ll",), ALL):
         split = adapt_loo(sub, model, base=base, transforms=names, selection="split",
                           khat_threshold=KHAT, seed=seed, keep_candidates=False)
-        out[f"split:{row_label(names)}"] = int(np.sum(split.khat_after[high] > KHAT))
+        out[f"split:{row_label(names)}"] = int(np.sum(split.pareto_k_after[high] > KHAT))
     out["seconds_split"] = time.perf_counter() - t0
     return out
 

@@ -220,7 +220,7 @@ def loo(
                   seed=None if seed is None else int(seed))
     base = ctx.base
     if y is not None:
-        ctx.y = _check_y(y, base.elpd_loo.size)
+        ctx.y = _check_y(y, base.elpd_i.size)
     prob = None if ctx.y is None else loo_prob_from_log_lik(ctx.log_lik, base.log_weights,
                                                              ctx.y)
     result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob,

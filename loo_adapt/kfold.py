@@ -424,8 +424,8 @@ def kfold(
         p_obs = np.exp(elpd)
         loo_prob = np.where(np.asarray(y) == 1, p_obs, 1.0 - p_obs)
     result = PointwiseLoo(
-        elpd_loo=elpd, p_loo=lpd - elpd, lpd=lpd, mcse_elpd_loo=mcse,
-        khat=np.full(n, np.nan), khat_threshold=0.7, n_samples=int(n_draws.min()),
+        elpd_i=elpd, p_loo_i=lpd - elpd, lpd_i=lpd, mcse_elpd_i=mcse,
+        pareto_k=np.full(n, np.nan), good_k=0.7, n_samples=int(n_draws.min()),
         r_eff=1.0, method=np.full(n, "refit", dtype=object), loo_prob=loo_prob,
         y=np.asarray(y, dtype=float) if binary else None, diagnostic=ess, reliable=reliable,
     )

@@ -12,27 +12,34 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
+from loo_adapt.core._names import add_deprecated_aliases
+
 #: Names used in ``PointwiseLoo.method`` for the estimator that produced an observation.
 ESTIMATORS = ("psis", "kl", "var", "ll", "mm1", "mm2", "mm", "mixis", "refit")
 
 
+@add_deprecated_aliases
 @dataclass
 class PointwiseLoo:
     """Pointwise leave-one-out results.
 
-    elpd_loo : log LOO predictive density of each observation.
-    p_loo : lpd_i - elpd_loo_i, the effective number of parameters per observation.
-    lpd : log of the full-posterior mean likelihood of each observation.
-    mcse_elpd_loo : Monte Carlo standard error of elpd_loo_i (NaN where unknown).
-    khat : Pareto k-hat of plain PSIS (before any adaptation).
-    khat_after : k-hat of the estimator finally used (equal to ``khat`` for PSIS; for a
+    Per-observation quantities carry the suffix ``_i`` where a total of the same name exists
+    (``elpd_i`` per row, ``elpd_loo`` the total of `estimates`), as arviz 1.x's ``elpd_i``;
+    ``pareto_k`` and ``good_k`` are arviz's names.
+
+    elpd_i : log LOO predictive density of each observation.
+    p_loo_i : lpd_i - elpd_i, the effective number of parameters per observation.
+    lpd_i : log of the full-posterior mean likelihood of each observation.
+    mcse_elpd_i : Monte Carlo standard error of elpd_i (NaN where unknown).
+    pareto_k : Pareto k-hat of plain PSIS (before any adaptation), as arviz's ``pareto_k``.
+    pareto_k_after : k-hat of the estimator finally used (equal to ``pareto_k`` for PSIS; for a
         selected transform it is computed on draws that did not select it when
         ``selection="split"``; NaN for refits and MixIS, whose own diagnostic is in
         ``diagnostic``).
     method : name of the estimator per observation (one of ``ESTIMATORS``).
     rho : step-size parameter of the chosen transform (NaN when none).
     loo_prob : LOO predictive probability P(y_i = 1 | y_-i) for binary outcomes (NaN otherwise).
-    khat_threshold : sample-size dependent threshold min(1 - 1/log10(S), 0.7).
+    good_k : sample-size dependent k-hat threshold min(1 - 1/log10(S), 0.7).
     n_samples : number of posterior draws S.
     r_eff : relative efficiency used for each observation.
     y : observed outcomes when known (binary models), else None.
@@ -42,7 +49,7 @@ class PointwiseLoo:
         with keys i, transform, rho, khat, elpd_loo, loo_prob.
     reliable : per observation, whether the final estimator's own diagnostic shows it
         reliable (k-hat at most the threshold for importance sampling, MCSE at most the
-        accepted bound for MixIS, always for an exact refit).  Derived from ``khat_after``
+        accepted bound for MixIS, always for an exact refit).  Derived from ``pareto_k_after``
         when not given.
     mcse_total : Monte Carlo SE of the total elpd_loo when the estimator knows it (MixIS:
         its pointwise errors are correlated); else the pointwise MCSEs are added in
@@ -55,19 +62,19 @@ class PointwiseLoo:
     history : one record per merged estimate: estimator, rows, accepted mask, elpd_loo,
         reliable and reason of each row it returned (see `row_history`).
     draws_method : origin of the draws ("mcmc", "advi", "laplace", "pathfinder", ...).
-    khat_pq : for draws of an approximation q, the Pareto k-hat of p/q (how well q stands in
+    pareto_k_pq : for draws of an approximation q, the Pareto k-hat of p/q (how well q stands in
         for the posterior, as R loo's ``loo_approximate_posterior`` reports); NaN for MCMC.
     """
 
-    elpd_loo: np.ndarray
-    p_loo: np.ndarray
-    lpd: np.ndarray
-    mcse_elpd_loo: np.ndarray
-    khat: np.ndarray
-    khat_threshold: float
+    elpd_i: np.ndarray
+    p_loo_i: np.ndarray
+    lpd_i: np.ndarray
+    mcse_elpd_i: np.ndarray
+    pareto_k: np.ndarray
+    good_k: float
     n_samples: int
     r_eff: np.ndarray
-    khat_after: np.ndarray | None = None
+    pareto_k_after: np.ndarray | None = None
     method: np.ndarray | None = None
     rho: np.ndarray | None = None
     loo_prob: np.ndarray | None = None
@@ -80,12 +87,12 @@ class PointwiseLoo:
     reason: np.ndarray | None = None
     history: list[dict] = field(default_factory=list)
     draws_method: str = "mcmc"
-    khat_pq: float = float("nan")
+    pareto_k_pq: float = float("nan")
 
     def __post_init__(self):
-        n = len(self.elpd_loo)
-        if self.khat_after is None:
-            self.khat_after = np.array(self.khat, dtype=float, copy=True)
+        n = len(self.elpd_i)
+        if self.pareto_k_after is None:
+            self.pareto_k_after = np.array(self.pareto_k, dtype=float, copy=True)
         if self.method is None:
             self.method = np.full(n, "psis", dtype=object)
         if self.rho is None:
@@ -95,21 +102,21 @@ class PointwiseLoo:
         if self.diagnostic is None:
             self.diagnostic = np.full(n, np.nan)
         if self.reliable is None:
-            self.reliable = np.asarray(self.khat_after, dtype=float) <= self.khat_threshold
+            self.reliable = np.asarray(self.pareto_k_after, dtype=float) <= self.good_k
         self.reliable = np.asarray(self.reliable, dtype=bool).copy()
         if self.verified_by is None:
             self.verified_by = np.where(self.reliable, "khat", "").astype(object)
         if self.reason is None:
             self.reason = np.array(
-                ["" if ok else f"k-hat {k:.2f} > {self.khat_threshold:.2f}"
-                 for ok, k in zip(self.reliable, np.asarray(self.khat_after, dtype=float))],
+                ["" if ok else f"k-hat {k:.2f} > {self.good_k:.2f}"
+                 for ok, k in zip(self.reliable, np.asarray(self.pareto_k_after, dtype=float))],
                 dtype=object)
         self.method = np.asarray(self.method, dtype=object)
         self.verified_by = np.asarray(self.verified_by, dtype=object)
         self.reason = np.asarray(self.reason, dtype=object)
         self.r_eff = np.broadcast_to(np.asarray(self.r_eff, dtype=float), (n,)).copy()
-        for name in ("p_loo", "lpd", "mcse_elpd_loo", "khat", "khat_after", "method", "rho",
-                     "loo_prob", "diagnostic", "reliable", "verified_by", "reason"):
+        for name in ("p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "pareto_k_after", "method",
+                     "rho", "loo_prob", "diagnostic", "reliable", "verified_by", "reason"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} has length {len(getattr(self, name))}, expected {n}")
 
@@ -128,7 +135,7 @@ class PointwiseLoo:
         PointwiseLoo
             For accepted rows every per-row column comes from the estimate (NaN where the
             estimator does not produce it, never the previous estimator's value);
-            ``p_loo = lpd - elpd_loo``.
+            ``p_loo_i = lpd_i - elpd_i``.
         """
         rows = np.asarray(estimate.rows, dtype=np.int64)
         if rows.size and (rows.min() < 0 or rows.max() >= self.n_obs):
@@ -137,8 +144,8 @@ class PointwiseLoo:
                   else np.asarray(accept, dtype=bool).reshape(rows.size))
         new = {f.name: _copy(getattr(self, f.name)) for f in fields(self)}
         take = rows[accept]
-        for col, src in (("elpd_loo", "elpd_loo"), ("mcse_elpd_loo", "mcse_elpd_loo"),
-                         ("khat_after", "pareto_k"), ("diagnostic", "diagnostic"),
+        for col, src in (("elpd_i", "elpd_i"), ("mcse_elpd_i", "mcse_elpd_i"),
+                         ("pareto_k_after", "pareto_k"), ("diagnostic", "diagnostic"),
                          ("loo_prob", "loo_prob"), ("rho", "rho"), ("method", "method"),
                          ("reliable", "reliable"), ("verified_by", "verified_by"),
                          ("reason", "reason")):
@@ -147,20 +154,20 @@ class PointwiseLoo:
         for i, why in zip(skipped, np.asarray(estimate.reason)[~accept]):
             if why:
                 new["reason"][i] = f"{new['reason'][i]}; {why}" if new["reason"][i] else why
-        if estimate.lpd is not None and accept.all() and rows.size == self.n_obs:
-            new["lpd"][rows] = estimate.lpd
+        if estimate.lpd_i is not None and accept.all() and rows.size == self.n_obs:
+            new["lpd_i"][rows] = estimate.lpd_i
         if estimate.mcse_total is not None and accept.all() and rows.size == self.n_obs:
             new["mcse_total"] = float(estimate.mcse_total)
-        new["p_loo"] = new["lpd"] - new["elpd_loo"]
+        new["p_loo_i"] = new["lpd_i"] - new["elpd_i"]
         new["candidates"] = list(self.candidates) + list(estimate.candidates)
         new["history"] = list(self.history) + [dict(
             estimator=estimate.estimator, rows=rows, accepted=accept,
-            elpd_loo=np.asarray(estimate.elpd_loo), reliable=np.asarray(estimate.reliable),
+            elpd_i=np.asarray(estimate.elpd_i), reliable=np.asarray(estimate.reliable),
             reason=np.asarray(estimate.reason))]
         return replace(self, **new)
 
     def row_history(self, i: int) -> list[dict]:
-        """Every estimate made for observation ``i``, in order: estimator, elpd_loo,
+        """Every estimate made for observation ``i``, in order: estimator, elpd_i,
         reliable, accepted, reason."""
         out = []
         for rec in self.history:
@@ -168,7 +175,7 @@ class PointwiseLoo:
             if hit.size:
                 j = int(hit[0])
                 out.append(dict(estimator=rec["estimator"],
-                                elpd_loo=float(rec["elpd_loo"][j]),
+                                elpd_i=float(rec["elpd_i"][j]),
                                 reliable=bool(rec["reliable"][j]),
                                 accepted=bool(rec["accepted"][j]),
                                 reason=str(rec["reason"][j])))
@@ -176,7 +183,7 @@ class PointwiseLoo:
 
     @property
     def n_obs(self) -> int:
-        return len(self.elpd_loo)
+        return len(self.elpd_i)
 
     @property
     def adapted(self) -> np.ndarray:
@@ -192,12 +199,12 @@ class PointwiseLoo:
         """Totals with standard errors as R loo computes them (SE with the n-1 variance)."""
         n = self.n_obs
         out = {}
-        for name, values in (("elpd_loo", self.elpd_loo), ("p_loo", self.p_loo)):
+        for name, values in (("elpd_loo", self.elpd_i), ("p_loo", self.p_loo_i)):
             out[name] = float(np.sum(values))
             out[f"se_{name}"] = float(np.sqrt(n * np.var(values, ddof=1))) if n > 1 else np.nan
         out["looic"] = -2.0 * out["elpd_loo"]
         out["se_looic"] = 2.0 * out["se_elpd_loo"]
-        out["mcse_elpd_loo"] = float(np.sqrt(np.nansum(self.mcse_elpd_loo**2)))
+        out["mcse_elpd_loo"] = float(np.sqrt(np.nansum(self.mcse_elpd_i**2)))
         if self.mcse_total is not None and np.isfinite(self.mcse_total):
             out["mcse_elpd_loo"] = max(out["mcse_elpd_loo"], float(self.mcse_total))
         return out

@@ -388,7 +388,7 @@ def _evaluate(source, idx, m_i, approx, estimator, approximation, r_eff, rng, kn
 
 
 def _warn_khat(pointwise, idx):
-    bad = idx[~(pointwise.khat <= pointwise.khat_threshold)]
+    bad = idx[~(pointwise.pareto_k <= pointwise.good_k)]
     if bad.size:
         warnings.warn(
             f"{bad.size} of the {len(idx)} subsampled observations have Pareto k-hat above "
@@ -411,14 +411,14 @@ def _estimates(pw: PsisLoo, idx, m_i, approx, estimator) -> dict:
             raise ValueError("the subsample needs at least 2 observations")
         if estimator == "hh_pps":
             z = _pps_probabilities(approx)[idx]
-            est_elpd = _whhest(z, m_i, pw.elpd_loo, n_pop)
-            est_p = _whhest(z, m_i, pw.p_loo, n_pop)
+            est_elpd = _whhest(z, m_i, pw.elpd_i, n_pop)
+            est_p = _whhest(z, m_i, pw.p_loo_i, n_pop)
         elif estimator == "diff_srs":
-            est_elpd = _srs_diff_est(approx, pw.elpd_loo, idx)
-            est_p = _srs_est(pw.p_loo, n_pop)
+            est_elpd = _srs_diff_est(approx, pw.elpd_i, idx)
+            est_p = _srs_est(pw.p_loo_i, n_pop)
         else:
-            est_elpd = _srs_est(pw.elpd_loo, n_pop)
-            est_p = _srs_est(pw.p_loo, n_pop)
+            est_elpd = _srs_est(pw.elpd_i, n_pop)
+            est_p = _srs_est(pw.p_loo_i, n_pop)
         out = {}
         for name, (total, v_sub, v_full) in (("elpd_loo", est_elpd), ("p_loo", est_p)):
             out[name] = float(total)

@@ -37,16 +37,16 @@ def test_advi_draws_use_p_over_q_ratios():
     corr = (draws.log_p - draws.log_q).reshape(-1)
     lw, k = az.psislw((corr[:, None] - ll).T, reff=1.0)  # arviz: draws on the last axis
     lw = lw.T - logsumexp(lw.T, axis=0)
-    np.testing.assert_allclose(res.elpd_loo, logsumexp(ll + lw, axis=0), atol=1e-8)
-    np.testing.assert_allclose(res.khat, k, atol=1e-6)
+    np.testing.assert_allclose(res.elpd_i, logsumexp(ll + lw, axis=0), atol=1e-8)
+    np.testing.assert_allclose(res.pareto_k, k, atol=1e-6)
     # lpd is the p/q-weighted (smoothed) estimate of log E_p[l_i], not the plain q mean
     lw_p, _ = az.psislw(corr, reff=1.0)
     lw_p = lw_p - logsumexp(lw_p)
-    np.testing.assert_allclose(res.lpd, logsumexp(ll + lw_p[:, None], axis=0), atol=1e-8)
+    np.testing.assert_allclose(res.lpd_i, logsumexp(ll + lw_p[:, None], axis=0), atol=1e-8)
     # the result and its summary say where the draws come from and how good q is
     _, k_pq = az.psislw(corr, reff=1.0)
     assert res.draws_method == "advi"
-    assert res.khat_pq == pytest.approx(float(k_pq), abs=1e-6)
+    assert res.pareto_k_pq == pytest.approx(float(k_pq), abs=1e-6)
     assert f"Pareto k-hat of p/q: {float(k_pq):.2f}" in res_summary(draws)
 
 
@@ -107,7 +107,7 @@ def test_estimator_mixis_through_loo_against_closed_form():
                         mixis_draws=read_dict({"log_lik": ll(mu_mix)}, method="mcmc")).loo_adapt
     assert set(res.method) == {"mixis"} and res.reliable.all()
     assert set(res.verified_by) == {"mixis_mcse"}
-    np.testing.assert_array_less(np.abs(res.elpd_loo - truth), 4 * res.mcse_elpd_loo + 1e-3)
+    np.testing.assert_array_less(np.abs(res.elpd_i - truth), 4 * res.mcse_elpd_i + 1e-3)
     # posterior draws passed as mixture draws are refused
     with pytest.raises(ValueError, match="mixture posterior"):
         loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"), estimator="mixis",

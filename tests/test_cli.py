@@ -37,7 +37,7 @@ def test_evaluate_fixture_matches_library(tmp_path, capsys):
         ref = loo_adapt.loo(str(SAMPLE), model=model_for("logistic_normal", data), seed=4)
     stored = _results(out)
     pw = ref.loo_adapt
-    assert np.array_equal(np.array(stored["pointwise"]["elpd_loo"], float), pw.elpd_loo)
+    assert np.array_equal(np.array(stored["pointwise"]["elpd_i"], float), pw.elpd_i)
     assert stored["pointwise"]["method"] == [str(m) for m in pw.method]
     # exit code 3 exactly when some observation is still unreliable
     assert stored["n_unreliable"] == int(pw.unreliable.sum())
@@ -52,7 +52,7 @@ def test_evaluate_fixture_matches_library(tmp_path, capsys):
                 "logistic_normal", "--names", "coef=beta,intercept=alpha", "--out", str(out2),
                 "--seed", "4", "--quiet"])
     assert rc2 == rc and capsys.readouterr().out == ""
-    assert _results(out2)["pointwise"]["elpd_loo"] == stored["pointwise"]["elpd_loo"]
+    assert _results(out2)["pointwise"]["elpd_i"] == stored["pointwise"]["elpd_i"]
 
 
 def test_evaluate_plain_psis_and_paper_rule(tmp_path, capsys):
@@ -62,7 +62,7 @@ def test_evaluate_plain_psis_and_paper_rule(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         ref = loo_adapt.loo(str(SAMPLE)).loo_adapt
-    assert np.array_equal(np.array(plain["pointwise"]["khat"], float), ref.khat)
+    assert np.array_equal(np.array(plain["pointwise"]["pareto_k"], float), ref.pareto_k)
     assert set(plain["pointwise"]["method"]) == {"psis"} and plain["candidates"] == []
     assert rc == 3  # 29 of 54 observations above the threshold (fixture README)
     main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model", "logistic",

@@ -80,8 +80,8 @@ def test_kfold_equals_the_exact_predictive_densities():
     for k in range(4):
         rows = np.flatnonzero(folds == k)
         exact[rows] = exact_heldout(rows, 1.0)
-    assert np.all(np.abs(pl.elpd_loo - exact) < 4 * pl.mcse_elpd_loo)
-    total_mcse = np.sqrt(np.sum(pl.mcse_elpd_loo**2))
+    assert np.all(np.abs(pl.elpd_i - exact) < 4 * pl.mcse_elpd_i)
+    total_mcse = np.sqrt(np.sum(pl.mcse_elpd_i**2))
     assert abs(float(res["elpd_loo"]) - exact.sum()) < 4 * total_mcse
     # p_kfold against the exact lpd of the full posterior (its MC error is small: 4000 draws)
     assert abs(float(res["p_loo"]) - (exact_lpd(1.0).sum() - exact.sum())) < 4 * total_mcse + 0.05
@@ -104,11 +104,11 @@ def test_az_compare_ranks_kfold_results_as_the_exact_elpd():
     table = az.compare(fits)  # arviz 0.x and 1.x alike
     assert list(table.index) == sorted(exact, key=exact.get, reverse=True)
     if "elpd_loo" in table.columns:  # arviz 1.x rounds the table for display
-        totals = [fits[m].loo_adapt.elpd_loo.sum() for m in table.index]
+        totals = [fits[m].loo_adapt.elpd_i.sum() for m in table.index]
         assert table["elpd_loo"].to_numpy(dtype=float) == pytest.approx(totals, rel=1e-12)
     for name in fits:  # the K-fold totals are right, not only their order
-        mcse = np.sqrt(np.sum(fits[name].loo_adapt.mcse_elpd_loo ** 2))
-        assert abs(fits[name].loo_adapt.elpd_loo.sum() - exact[name]) < 4 * mcse
+        mcse = np.sqrt(np.sum(fits[name].loo_adapt.mcse_elpd_i ** 2))
+        assert abs(fits[name].loo_adapt.elpd_i.sum() - exact[name]) < 4 * mcse
 
 
 def test_fold_splits_follow_r_loo():
@@ -145,7 +145,7 @@ def test_failed_fold_raises_and_resume_fits_only_the_missing_fold(tmp_path):
                     n_jobs=1, checkpoint=ck, progress=False)
     fresh = kfold(refit_fn=LinRefit(1.0), n_obs=N, K=4, log_lik=full_log_lik(1.0),
                   n_jobs=1, progress=False)
-    np.testing.assert_array_equal(resumed.loo_adapt.elpd_loo, fresh.loo_adapt.elpd_loo)
+    np.testing.assert_array_equal(resumed.loo_adapt.elpd_i, fresh.loo_adapt.elpd_i)
     with pytest.raises(ValueError, match="pass log_lik="):
         kfold(refit_fn=LinRefit(1.0), n_obs=N, K=4)
 
@@ -168,12 +168,12 @@ def test_bundled_logistic_kfold_with_k_equal_n_is_exact_loo(program):
     pl = loo.loo_adapt
     assert loo.kfold["fold_status"].tolist().count("ok") >= n - 2
     t_elpd, t_se, t_p1 = truth[:, 1], truth[:, 2], truth[:, 3]
-    tol = 4 * np.sqrt(pl.mcse_elpd_loo**2 + t_se**2) + 0.02
-    assert np.all(np.abs(pl.elpd_loo - t_elpd) < tol)
-    assert abs(pl.elpd_loo.sum() - t_elpd.sum()) < 4 * np.sqrt(
-        np.sum(pl.mcse_elpd_loo**2 + t_se**2)) + 0.05
+    tol = 4 * np.sqrt(pl.mcse_elpd_i**2 + t_se**2) + 0.02
+    assert np.all(np.abs(pl.elpd_i - t_elpd) < tol)
+    assert abs(pl.elpd_i.sum() - t_elpd.sum()) < 4 * np.sqrt(
+        np.sum(pl.mcse_elpd_i**2 + t_se**2)) + 0.05
     assert np.all(np.abs(pl.loo_prob - t_p1) < 4 * np.exp(t_elpd) * np.sqrt(
-        pl.mcse_elpd_loo**2 + t_se**2) + 0.01)
+        pl.mcse_elpd_i**2 + t_se**2) + 0.01)
     # K = 3, stratified: every fold keeps the outcome balance
     k3 = kfold(program, K=3, folds="stratified", chains=2, draws=300, warmup=300, seed=5,
                progress=False)
@@ -196,9 +196,9 @@ def test_bundled_logistic_kfold_with_k_equal_n_is_exact_loo(program):
     eta = ref.flat("alpha").reshape(-1, 1) + ref.flat("beta") @ Xa[test].T
     ll = np.where(y[test] == 1, log_expit(eta), log_expit(-eta))
     oracle = logsumexp(ll, axis=0) - np.log(ll.shape[0])
-    got = k3.loo_adapt.elpd_loo[test]
+    got = k3.loo_adapt.elpd_i[test]
     assert abs(got.sum() - oracle.sum()) < 4 * 1.5 * np.sqrt(
-        np.sum(k3.loo_adapt.mcse_elpd_loo[test] ** 2)) + 0.05
+        np.sum(k3.loo_adapt.mcse_elpd_i[test] ** 2)) + 0.05
     table = az.compare({"k3": k3, "loo": loo}, ic="loo")
     assert sorted(table.index) == ["k3", "loo"]
     assert table.loc["k3", "elpd_loo"] == pytest.approx(float(k3["elpd_loo"]))
@@ -230,7 +230,7 @@ def test_kfold_folds_run_on_the_workers_of_a_dask_cluster(tmp_path):
         res = kfold(refit_fn=PidLinRefit(1.0, tmp_path), n_obs=N, K=4,
                     log_lik=full_log_lik(1.0), seed=2, executor=client, progress=False)
         worker_pids = set(client.run(os.getpid).values())
-    np.testing.assert_array_equal(res.loo_adapt.elpd_loo, serial.loo_adapt.elpd_loo)
+    np.testing.assert_array_equal(res.loo_adapt.elpd_i, serial.loo_adapt.elpd_i)
     fold_pids = {int(f.name.split("_")[0]) for f in tmp_path.iterdir()}
     assert len(list(tmp_path.iterdir())) == 4
     assert fold_pids <= worker_pids and os.getpid() not in fold_pids

@@ -275,9 +275,9 @@ def khat_report(bench: Benchmark, seed: int = 1) -> None:
     fit = bench.stan_program().fit(seed=seed, chains=4, draws=1000, warmup=1000)
     seconds = time.perf_counter() - t0
     res = psis_loo(fit)
-    k = res.khat
+    k = res.pareto_k
     print(f"{bench.name}: 4 x 1000 posterior fit (seed {seed}, {seconds:.1f} s), PSIS elpd "
-          f"{res.elpd_loo.sum():.2f}; k-hat > 0.5: {(k > 0.5).sum()}, > 0.7: {(k > 0.7).sum()}, "
+          f"{res.elpd_i.sum():.2f}; k-hat > 0.5: {(k > 0.5).sum()}, > 0.7: {(k > 0.7).sum()}, "
           f"> 1: {(k > 1).sum()} of {k.size}")
     done = read_checkpoint(bench.checkpoint)
     if not done:
@@ -285,10 +285,10 @@ def khat_report(bench: Benchmark, seed: int = 1) -> None:
     idx = np.array(sorted(done))
     truth = np.array([done[i]["elpd_loo"] for i in idx])
     se = np.array([done[i]["mc_se"] for i in idx])
-    err = res.elpd_loo[idx] - truth
+    err = res.elpd_i[idx] - truth
     low = k[idx] < 0.5
-    z = err[low] / np.hypot(se[low], res.mcse_elpd_loo[idx][low])
-    p_loo = res.lpd[idx] - truth
+    z = err[low] / np.hypot(se[low], res.mcse_elpd_i[idx][low])
+    p_loo = res.lpd_i[idx] - truth
     print(f"  truth of {idx.size} folds: total {truth.sum():.2f} (MC se "
           f"{np.sqrt(np.sum(se**2)):.3f}, mean fold MC se {se.mean():.4f}); PSIS - truth on "
           f"{low.sum()} folds with k-hat < 0.5: RMSE {np.sqrt(np.mean(err[low]**2)):.4f}, "

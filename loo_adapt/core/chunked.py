@@ -31,7 +31,7 @@ from loo_adapt.core.psis import (
 __all__ = ["FIELDS", "check_r_eff", "from_blocks", "loo_block"]
 
 #: Rows of a block result, in order.
-FIELDS = ("elpd_loo", "p_loo", "lpd", "mcse_elpd_loo", "khat", "r_eff")
+FIELDS = ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "r_eff")
 
 
 def check_r_eff(r_eff, n_obs: int):
@@ -70,7 +70,7 @@ def loo_block(log_lik, first: int | None = None, r_eff=None) -> np.ndarray:
 
     Returns
     -------
-    array (len(FIELDS), m): elpd_loo, p_loo, lpd, mcse_elpd_loo, khat, r_eff per observation.
+    array (len(FIELDS), m): elpd_i, p_loo_i, lpd_i, mcse_elpd_i, pareto_k, r_eff per observation.
     No warnings are issued (`from_blocks` reports them once for all blocks).
 
     Examples
@@ -124,7 +124,7 @@ def from_blocks(fields, n_samples: int) -> PsisLoo:
             stacklevel=2,
         )
     values = dict(zip(FIELDS, f))
-    failed = np.flatnonzero(np.isinf(values["khat"]))
+    failed = np.flatnonzero(np.isinf(values["pareto_k"]))
     if failed.size:
         warnings.warn(
             "the generalized Pareto distribution could not be fitted (fewer than 5 tail draws, "
@@ -135,6 +135,6 @@ def from_blocks(fields, n_samples: int) -> PsisLoo:
     return PsisLoo(
         **{k: v.copy() for k, v in values.items()},
         log_weights=None,
-        khat_threshold=pareto_k_threshold(n_samples),
+        good_k=pareto_k_threshold(n_samples),
         n_samples=int(n_samples),
     )

@@ -71,6 +71,7 @@ from numba import njit, prange
 from scipy.special import logsumexp
 
 from loo_adapt.core._compiled import NUMPY_MAX_CELLS, compiled
+from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core._vmath import exp_clamped
 from loo_adapt.core.gpd import gpdfit, gpdfit_sorted
 
@@ -762,25 +763,27 @@ def mcse_elpd(log_lik, log_weights, elpd_loo, r_eff, method: str = "lognormal",
     return np.sqrt(var_log / r)
 
 
+@add_deprecated_aliases
 @dataclass
 class PsisLoo:
     """Pointwise PSIS-LOO (arrays of length n unless noted).
 
     ``log_weights`` is (S, n), normalised over draws (None when the caller did not ask for
-    the weights); ``khat_threshold`` and ``n_samples`` are scalars; ``khat_pq`` is the Pareto
-    k-hat of p/q for draws of an approximation q (NaN for posterior draws).
+    the weights); ``good_k`` (the k-hat threshold) and ``n_samples`` are scalars;
+    ``pareto_k_pq`` is the Pareto k-hat of p/q for draws of an approximation q (NaN for
+    posterior draws).  Names as `loo_adapt.core._names` (``_i`` per observation).
     """
 
-    elpd_loo: np.ndarray
-    p_loo: np.ndarray
-    lpd: np.ndarray
-    mcse_elpd_loo: np.ndarray
-    khat: np.ndarray
+    elpd_i: np.ndarray
+    p_loo_i: np.ndarray
+    lpd_i: np.ndarray
+    mcse_elpd_i: np.ndarray
+    pareto_k: np.ndarray
     log_weights: np.ndarray | None
     r_eff: np.ndarray
-    khat_threshold: float
+    good_k: float
     n_samples: int
-    khat_pq: float = float("nan")
+    pareto_k_pq: float = float("nan")
 
     def to_result(self):
         """The shared array-level result ``loo_adapt.result.PointwiseLoo`` (plain PSIS for
@@ -825,7 +828,7 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal",
     >>> import numpy as np
     >>> ll = np.random.default_rng(1).normal(-1.0, 0.3, size=(4, 500, 20))
     >>> res = loo_pointwise(ll, weights=False)
-    >>> res.elpd_loo.shape, res.log_weights is None
+    >>> res.elpd_i.shape, res.log_weights is None
     ((20,), True)
     """
     ll = np.asarray(log_lik, dtype=np.float64)
@@ -893,14 +896,14 @@ def _psis_loo(ll, corr, lpd_off, r_eff, mcse_method, weights, *, warn=True) -> P
     if mcse_method == "quadrature":
         mcse = mcse_elpd(ll, lw, elpd, r_eff, method=mcse_method)
     return PsisLoo(
-        elpd_loo=elpd,
-        p_loo=lpd - elpd,
-        lpd=lpd,
-        mcse_elpd_loo=mcse,
-        khat=khat,
+        elpd_i=elpd,
+        p_loo_i=lpd - elpd,
+        lpd_i=lpd,
+        mcse_elpd_i=mcse,
+        pareto_k=khat,
         log_weights=lw if weights else None,
         r_eff=r_eff,
-        khat_threshold=pareto_k_threshold(ll.shape[0]),
+        good_k=pareto_k_threshold(ll.shape[0]),
         n_samples=int(ll.shape[0]),
     )
 
@@ -933,7 +936,7 @@ def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
     >>> rng = np.random.default_rng(2)
     >>> res = loo_pointwise_approximate(rng.normal(-1, 0.2, (1000, 5)),
     ...                                 rng.normal(0, 0.1, 1000))
-    >>> res.khat.shape
+    >>> res.pareto_k.shape
     (5,)
     """
     ll = np.asarray(log_lik, dtype=np.float64)
@@ -958,7 +961,7 @@ def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
         )
     # lpd = logsumexp(ll + lw_post) per observation, inside the kernel
     res = _psis_loo(ll, corr, lw_post, r, mcse_method, weights)
-    res.khat_pq = float(k_post)
+    res.pareto_k_pq = float(k_post)
     return res
 
 

@@ -205,11 +205,11 @@ def adapt_loo(draws, model, *, base, khat_threshold: float | None = None,
     """
     from loo_adapt.estimators.psis import initial_result
 
-    threshold = float(base.khat_threshold if khat_threshold is None else khat_threshold)
+    threshold = float(base.good_k if khat_threshold is None else khat_threshold)
     theta, _ = model.theta_from_draws(draws)
     prob = np.sum(np.exp(base.log_weights) * expit(model.linear_predictor(theta)), axis=0)
     result = initial_result(base, khat_threshold=threshold, y=model.y, loo_prob=prob)
-    rows = np.flatnonzero(base.khat > threshold)
+    rows = np.flatnonzero(base.pareto_k > threshold)
     options.setdefault("transforms", ("kl", "var", "ll", "mm1", "mm2"))
     est = adaptive_estimate(draws, model, rows, base=base, khat_threshold=threshold, **options)
     return result.merge(est)
@@ -332,7 +332,7 @@ def adaptive_estimate(
         for i, (names, rhos, cand, log_full), est in zip(rows[start : start + block], built,
                                                          pre):
             r_eff = float(base.r_eff[i])
-            original = (base.elpd_loo[i], psis_prob[i], base.khat[i], base.mcse_elpd_loo[i])
+            original = (base.elpd_i[i], psis_prob[i], base.pareto_k[i], base.mcse_elpd_i[i])
             row = select_candidate(
                 i, names, np.array(rhos), cand, selection, halves, r_eff,
                 split_threshold if selection.startswith("split") else threshold, original,
@@ -343,8 +343,8 @@ def adaptive_estimate(
 
                 ok, why = certify_candidate(
                     cand, log_full, row["cols"], halves, r_eff,
-                    lpd_i=base.lpd[i], elpd=row["elpd_loo"], mcse=row["mcse"],
-                    elpd_psis=base.elpd_loo[i], mcse_psis=base.mcse_elpd_loo[i],
+                    lpd_i=base.lpd_i[i], elpd=row["elpd_loo"], mcse=row["mcse"],
+                    elpd_psis=base.elpd_i[i], mcse_psis=base.mcse_elpd_i[i],
                     threshold=threshold, exact_normaliser=not draws.is_approximate,
                 )
                 if not ok:
@@ -552,7 +552,7 @@ class AdaptiveIS:
             raise ValueError("adaptive IS needs model= (e.g. loo_adapt.models.LogisticRegression)")
         # only rows whose plain PSIS k-hat is above the threshold are transformed
         rows = np.asarray(rows, dtype=np.int64)
-        rows = rows[ctx.base.khat[rows] > ctx.threshold]
+        rows = rows[ctx.base.pareto_k[rows] > ctx.threshold]
         unchecked = _hierarchical_prior_unchecked(ctx) if rows.size else ""
         est = adaptive_estimate(
             ctx.draws, ctx.model, rows, base=ctx.base, transforms=tuple(self.transforms),

@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from loo_adapt.core._names import add_deprecated_aliases
+
 __all__ = ["Estimate", "Estimator", "Context", "Stage", "run_stages", "rows_of", "frozen"]
 
 
@@ -34,6 +36,7 @@ def frozen(a, dtype=None) -> np.ndarray:
     return out
 
 
+@add_deprecated_aliases
 @dataclass(frozen=True)
 class Estimate:
     """Per-row estimates of one estimator (arrays aligned with ``rows``; read-only).
@@ -43,7 +46,7 @@ class Estimate:
     estimator : name recorded as the row's method ("psis", "ll", "kl+ll", "mm", "mixis",
         "refit", ...).
     rows : observation indices (0-based) the estimate is about.
-    elpd_loo, mcse_elpd_loo : log LOO predictive density and its Monte Carlo SE.
+    elpd_i, mcse_elpd_i : log LOO predictive density of each row and its Monte Carlo SE.
     reliable : shown reliable by the estimator's own diagnostic or a certification.
     verified_by : what showed it reliable ("khat", "certified", "mixis_mcse", "refit"), or "".
     reason : why a row is not reliable ("" where it is).
@@ -51,7 +54,7 @@ class Estimate:
     diagnostic : the estimator's own diagnostic (ESS for MixIS and refits), else NaN.
     loo_prob : P(y_i = 1 | y_-i) for binary outcomes, else NaN.
     rho : step-size parameter of an adaptive transform, else NaN.
-    lpd : log full-posterior mean likelihood when the estimator defines its own (MixIS
+    lpd_i : log full-posterior mean likelihood when the estimator defines its own (MixIS
         over all rows), else None.
     mcse_total : Monte Carlo SE of the sum over ``rows`` when the errors are correlated
         (MixIS), else None.
@@ -60,8 +63,8 @@ class Estimate:
 
     estimator: str
     rows: np.ndarray
-    elpd_loo: np.ndarray
-    mcse_elpd_loo: np.ndarray
+    elpd_i: np.ndarray
+    mcse_elpd_i: np.ndarray
     reliable: np.ndarray
     verified_by: np.ndarray
     reason: np.ndarray
@@ -70,14 +73,14 @@ class Estimate:
     loo_prob: np.ndarray
     rho: np.ndarray
     method: np.ndarray
-    lpd: np.ndarray | None = None
+    lpd_i: np.ndarray | None = None
     mcse_total: float | None = None
     candidates: tuple = ()
 
     @classmethod
-    def make(cls, estimator: str, rows, elpd_loo, mcse_elpd_loo, reliable, *,
+    def make(cls, estimator: str, rows, elpd_i, mcse_elpd_i, reliable, *,
              verified_by=None, reason=None, pareto_k=None, diagnostic=None, loo_prob=None,
-             rho=None, method=None, lpd=None, mcse_total=None, candidates=()) -> Estimate:
+             rho=None, method=None, lpd_i=None, mcse_total=None, candidates=()) -> Estimate:
         """Build an estimate, filling the columns not given with NaN / "" and freezing it.
 
         ``method`` gives a per-row estimator name where rows differ (adaptive IS keeps
@@ -100,8 +103,8 @@ class Estimate:
         return cls(
             estimator=str(estimator),
             rows=frozen(rows),
-            elpd_loo=col(elpd_loo, np.nan),
-            mcse_elpd_loo=col(mcse_elpd_loo, np.nan),
+            elpd_i=col(elpd_i, np.nan),
+            mcse_elpd_i=col(mcse_elpd_i, np.nan),
             reliable=reliable,
             verified_by=col(verified_by, "", object),
             reason=col(reason, "", object),
@@ -110,7 +113,7 @@ class Estimate:
             loo_prob=col(loo_prob, np.nan),
             rho=col(rho, np.nan),
             method=col(estimator if method is None else method, estimator, object),
-            lpd=None if lpd is None else col(lpd, np.nan),
+            lpd_i=None if lpd_i is None else col(lpd_i, np.nan),
             mcse_total=None if mcse_total is None else float(mcse_total),
             candidates=tuple(candidates),
         )
@@ -169,7 +172,7 @@ class Context:
 
     @property
     def threshold(self) -> float:
-        return float(self.base.khat_threshold if self.khat_threshold is None
+        return float(self.base.good_k if self.khat_threshold is None
                      else self.khat_threshold)
 
     @cached_property

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core.ess import ess_mean
 
 __all__ = [
@@ -46,25 +47,26 @@ __all__ = [
 ]
 
 
+@add_deprecated_aliases
 @dataclass
 class MixISResult:
     """Pointwise mixture-IS LOO estimates (all arrays of length n).
 
-    elpd_loo : log LOO predictive density of each observation.
-    lpd : log full-posterior mean likelihood, itself estimated from the mixture draws by
+    elpd_i : log LOO predictive density of each observation.
+    lpd_i : log full-posterior mean likelihood, itself estimated from the mixture draws by
         self-normalised IS (the mixture draws are not posterior draws).
-    p_loo : lpd - elpd_loo.
-    mcse_elpd_loo : delta-method Monte Carlo standard error of elpd_loo.
+    p_loo_i : lpd_i - elpd_i.
+    mcse_elpd_i : delta-method Monte Carlo standard error of elpd_i.
     ess : Kish effective sample size of the normalised weights of each observation.
     ess_mcse : effective sample size (with the chains' autocorrelation) behind mcse_elpd_loo.
     log_weights : (S, n) log weights, normalised per observation (logsumexp over draws = 0).
     n_samples : number of mixture draws S.
     """
 
-    elpd_loo: np.ndarray
-    lpd: np.ndarray
-    p_loo: np.ndarray
-    mcse_elpd_loo: np.ndarray
+    elpd_i: np.ndarray
+    lpd_i: np.ndarray
+    p_loo_i: np.ndarray
+    mcse_elpd_i: np.ndarray
     ess: np.ndarray
     ess_mcse: np.ndarray
     log_weights: np.ndarray
@@ -172,10 +174,10 @@ def mixis_loo(log_lik):
         ]
         mcse_total = max(mcse_total, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
     return MixISResult(
-        elpd_loo=elpd,
-        lpd=lpd,
-        p_loo=lpd - elpd,
-        mcse_elpd_loo=mcse,
+        elpd_i=elpd,
+        lpd_i=lpd,
+        p_loo_i=lpd - elpd,
+        mcse_elpd_i=mcse,
         ess=ess_kish,
         ess_mcse=ess_z,
         log_weights=log_w,
@@ -306,7 +308,7 @@ class MixIS:
         prob = None
         if ctx.y is not None:
             prob = mixis_loo_prob(ll, bernoulli_log_p1(ll, ctx.y))[rows]
-        mcse = est.mcse_elpd_loo[rows]
+        mcse = est.mcse_elpd_i[rows]
         enough = (est.n_samples >= MIN_DRAWS) & (est.ess_mcse[rows] >= MIN_ESS)
         ok = (mcse <= self.max_mcse) & enough
         reason = np.array([
@@ -317,8 +319,8 @@ class MixIS:
             for good, m, e, s in zip(ok, mcse, enough, est.ess_mcse[rows])], dtype=object)
         every = rows.size == n
         return Estimate.make(
-            "mixis", rows, est.elpd_loo[rows], mcse, ok, diagnostic=est.ess[rows],
+            "mixis", rows, est.elpd_i[rows], mcse, ok, diagnostic=est.ess[rows],
             loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""), reason=reason,
-            lpd=est.lpd[rows] if every else None,
+            lpd_i=est.lpd_i[rows] if every else None,
             mcse_total=est.mcse_total if every else None,
         )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import logsumexp
 
+from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core.psis import mcse_elpd, pareto_k_threshold, psislw
 
 __all__ = ["MomentMatchResult", "moment_match_loo"]
@@ -40,15 +41,16 @@ def _psis(log_ratio, r_eff, psis_fn=None):
 # --------------------------------------------------------------------------------------------
 # moment matching
 # --------------------------------------------------------------------------------------------
+@add_deprecated_aliases
 @dataclass
 class MomentMatchResult:
     """Moment-matching LOO for the observations in ``indices`` (arrays of length n; rows not
     attempted keep their PSIS values).
 
-    elpd_loo, p_loo, lpd, mcse_elpd_loo : pointwise estimates (lpd from the original draws).
-    khat_before : plain PSIS k-hat.
-    khat : k-hat after the last accepted affine step (what R loo and arviz-stats report).
-    khat_split : PSIS k-hat of the split-step weights themselves (NaN when no split).
+    elpd_i, p_loo_i, lpd_i, mcse_elpd_i : pointwise estimates (lpd_i from the original draws).
+    pareto_k_before : plain PSIS k-hat.
+    pareto_k : k-hat after the last accepted affine step (what R loo and arviz-stats report).
+    pareto_k_split : PSIS k-hat of the split-step weights themselves (NaN when no split).
     steps : per observation the accepted steps in order ("shift", "scale", "cov").
     improved : whether any step was accepted (else the PSIS values are kept).
     indices : observations attempted.
@@ -56,16 +58,16 @@ class MomentMatchResult:
         and log l_i at the draws they weigh.
     """
 
-    elpd_loo: np.ndarray
-    p_loo: np.ndarray
-    lpd: np.ndarray
-    mcse_elpd_loo: np.ndarray
-    khat_before: np.ndarray
-    khat: np.ndarray
-    khat_split: np.ndarray
+    elpd_i: np.ndarray
+    p_loo_i: np.ndarray
+    lpd_i: np.ndarray
+    mcse_elpd_i: np.ndarray
+    pareto_k_before: np.ndarray
+    pareto_k: np.ndarray
+    pareto_k_split: np.ndarray
     improved: np.ndarray
     r_eff: np.ndarray
-    khat_threshold: float
+    good_k: float
     indices: np.ndarray
     steps: list = field(default_factory=list)
     log_weights: dict = field(default_factory=dict)
@@ -283,8 +285,9 @@ def moment_match_loo(upars, log_lik, log_prob, log_lik_i, *, r_eff=1.0, khat_thr
         weights[int(i)] = lwi
         at[int(i)] = lli_safe
     return MomentMatchResult(
-        elpd_loo=elpd, p_loo=lpd - elpd, lpd=lpd, mcse_elpd_loo=mcse, khat_before=np.asarray(k0),
-        khat=khat, khat_split=khat_split, improved=improved, r_eff=r, khat_threshold=thr,
+        elpd_i=elpd, p_loo_i=lpd - elpd, lpd_i=lpd, mcse_elpd_i=mcse,
+        pareto_k_before=np.asarray(k0), pareto_k=khat, pareto_k_split=khat_split,
+        improved=improved, r_eff=r, good_k=thr,
         indices=idx, steps=[tuple(s) for s in steps], log_weights=weights, log_lik_at=at,
     )
 
@@ -314,11 +317,12 @@ class MomentMatch:
             lambda u, i: density.log_lik(u, idx=[i])[:, 0],
             r_eff=base.r_eff, khat_threshold=ctx.threshold, indices=rows,
         )
-        k = np.where(np.isfinite(mm.khat_split[rows]), mm.khat_split[rows], mm.khat[rows])
-        elpd, mcse = mm.elpd_loo[rows], mm.mcse_elpd_loo[rows]
-        jensen = elpd <= base.lpd[rows] + DEFAULT_Z * mcse
-        side = elpd <= base.elpd_loo[rows] + DEFAULT_Z_SIDE * np.hypot(
-            mcse, base.mcse_elpd_loo[rows])
+        k = np.where(np.isfinite(mm.pareto_k_split[rows]), mm.pareto_k_split[rows],
+                     mm.pareto_k[rows])
+        elpd, mcse = mm.elpd_i[rows], mm.mcse_elpd_i[rows]
+        jensen = elpd <= base.lpd_i[rows] + DEFAULT_Z * mcse
+        side = elpd <= base.elpd_i[rows] + DEFAULT_Z_SIDE * np.hypot(
+            mcse, base.mcse_elpd_i[rows])
         ok = mm.improved[rows] & (k <= ctx.threshold) & jensen & side
         reason = []
         for j, i in enumerate(rows):

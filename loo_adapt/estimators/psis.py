@@ -55,16 +55,16 @@ def initial_result(base, *, khat_threshold=None, y=None, loo_prob=None,
                    draws=None) -> PointwiseLoo:
     """The result every fold starts from: plain PSIS for every row, reliable where its
     k-hat is at most the threshold."""
-    threshold = float(base.khat_threshold if khat_threshold is None else khat_threshold)
+    threshold = float(base.good_k if khat_threshold is None else khat_threshold)
     origin = "mcmc" if draws is None else str(draws.method)
     return PointwiseLoo(
-        elpd_loo=base.elpd_loo.copy(), p_loo=base.p_loo.copy(), lpd=base.lpd.copy(),
-        mcse_elpd_loo=base.mcse_elpd_loo.copy(), khat=base.khat.copy(),
-        khat_threshold=threshold, n_samples=int(base.n_samples), r_eff=base.r_eff.copy(),
-        reliable=base.khat <= threshold,
+        elpd_i=base.elpd_i.copy(), p_loo_i=base.p_loo_i.copy(), lpd_i=base.lpd_i.copy(),
+        mcse_elpd_i=base.mcse_elpd_i.copy(), pareto_k=base.pareto_k.copy(),
+        good_k=threshold, n_samples=int(base.n_samples), r_eff=base.r_eff.copy(),
+        reliable=base.pareto_k <= threshold,
         y=None if y is None else np.asarray(y, dtype=float).copy(),
         loo_prob=None if loo_prob is None else np.asarray(loo_prob, dtype=float).copy(),
-        draws_method=origin, khat_pq=float(base.khat_pq),
+        draws_method=origin, pareto_k_pq=float(base.pareto_k_pq),
     )
 
 

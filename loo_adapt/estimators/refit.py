@@ -41,7 +41,7 @@ class Refit:
             program = ctx.need_program("refit")
         if ctx.y is not None:
             kwargs.setdefault("y", ctx.y)
-        severity = np.nan_to_num(ctx.base.khat[rows], nan=np.inf)
+        severity = np.nan_to_num(ctx.base.pareto_k[rows], nan=np.inf)
         order = rows[np.argsort(-severity, kind="stable")]
         res = refit_loo(order, program, **kwargs)
         est = res.to_estimate(y=ctx.y)
@@ -60,7 +60,7 @@ class Refit:
 
 
 def _concat(a: Estimate, b: Estimate) -> Estimate:
-    cols = ("elpd_loo", "mcse_elpd_loo", "reliable", "verified_by", "reason", "pareto_k",
+    cols = ("elpd_i", "mcse_elpd_i", "reliable", "verified_by", "reason", "pareto_k",
             "diagnostic", "loo_prob", "rho", "method")
     return Estimate.make(a.estimator, np.concatenate([a.rows, b.rows]),
                          **{c: np.concatenate([getattr(a, c), getattr(b, c)]) for c in cols})

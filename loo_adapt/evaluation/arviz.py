@@ -205,7 +205,7 @@ def _summary(self, scale: str, elpd_i) -> str:
         raise ValueError("this ELPDData carries no loo_adapt result")
     text = format_summary(self.loo_adapt, scale=scale)
     if elpd_i is not None:
-        ours = _scale_factor(scale) * self.loo_adapt.elpd_loo
+        ours = _scale_factor(scale) * self.loo_adapt.elpd_i
         now = np.asarray(elpd_i, dtype=float).ravel()
         changed = np.flatnonzero(~np.isclose(now, ours, rtol=1e-12, atol=0.0))
         if changed.size:
@@ -282,7 +282,8 @@ def _reported_khat(result: PointwiseLoo) -> np.ndarray:
     """k-hat of the estimator actually used (NaN for MixIS and refits, which have none)."""
     no_khat = np.isin(result.method.astype(str), ("mixis", "refit"))
     return np.where(no_khat, np.nan,
-                    np.where(np.isnan(result.khat_after), result.khat, result.khat_after))
+                    np.where(np.isnan(result.pareto_k_after), result.pareto_k,
+                             result.pareto_k_after))
 
 
 def _nan_rows_note(result: PointwiseLoo, cols: np.ndarray) -> str:
@@ -367,8 +368,8 @@ def to_elpd_data(
     lw = None if log_weights is None else _log_weights_da(log_weights, result, layout)
     if _MAJOR == 0:
         data = [elpd, se, est["p_loo"], int(result.n_samples), int(result.n_obs), warning,
-                layout.pointwise(factor * result.elpd_loo, "loo_i"), pareto_k, scale,
-                float(result.khat_threshold)]
+                layout.pointwise(factor * result.elpd_i, "loo_i"), pareto_k, scale,
+                float(result.good_k)]
         index = ["elpd_loo", "se", "p_loo", "n_samples", "n_data_points", "warning",
                  "loo_i", "pareto_k", "scale", "good_k"]
         if not pointwise:
@@ -381,10 +382,10 @@ def to_elpd_data(
     return LooAdaptELPDData(
         elpd=elpd, se=se, p=est["p_loo"], n_samples=int(result.n_samples),
         n_data_points=int(result.n_obs), scale=scale, warning=warning,
-        good_k=float(result.khat_threshold),
-        elpd_i=layout.pointwise(factor * result.elpd_loo, "elpd_i") if pointwise else None,
+        good_k=float(result.good_k),
+        elpd_i=layout.pointwise(factor * result.elpd_i, "elpd_i") if pointwise else None,
         pareto_k=pareto_k if pointwise else None,
-        p_loo_i=layout.pointwise(result.p_loo, "p_loo_i") if pointwise else None,
+        p_loo_i=layout.pointwise(result.p_loo_i, "p_loo_i") if pointwise else None,
         log_weights=lw if pointwise else None,
         approx_posterior=bool(approx_posterior),
         loo_adapt=result,

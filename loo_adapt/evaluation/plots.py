@@ -190,8 +190,8 @@ def _khat_input(obj):
     """
     res = _as_pointwise(obj)
     if res is not None:
-        return (np.asarray(res.khat, float), np.asarray(res.khat_after, float),
-                np.asarray(res.method, dtype=object), float(res.khat_threshold))
+        return (np.asarray(res.pareto_k, float), np.asarray(res.pareto_k_after, float),
+                np.asarray(res.method, dtype=object), float(res.good_k))
     threshold = None
     index = getattr(obj, "index", None)
     is_series = index is not None and not callable(index)  # pandas, not list.index
@@ -337,14 +337,14 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
     if res is not None:
         candidates = res.candidates
         if khat is None:
-            khat = res.khat
+            khat = res.pareto_k
         if threshold is None:
-            threshold = res.khat_threshold
+            threshold = res.good_k
     if khat is not None and _as_pointwise(khat) is not None:
         kres = _as_pointwise(khat)
         if threshold is None:
-            threshold = kres.khat_threshold
-        khat = kres.khat
+            threshold = kres.good_k
+        khat = kres.pareto_k
     if res is not None and n_samples is None:
         n_samples = res.n_samples
     thr = _resolve_threshold(threshold, None, n_samples)

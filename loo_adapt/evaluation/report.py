@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from loo_adapt.core._names import OLD_NAMES as _OLD_NAMES
 from loo_adapt.result import PointwiseLoo
 
 _SCALE_FACTOR = {"log": 1.0, "negative_log": -1.0, "deviance": -2.0}
@@ -33,7 +34,7 @@ _SCALE_LABEL = {"log": "elpd_loo", "negative_log": "-elpd_loo", "deviance": "loo
 NO_KHAT = ("mixis", "refit")
 
 #: PointwiseLoo fields written to results.json, in this order.
-POINTWISE_FIELDS = ("elpd_loo", "p_loo", "lpd", "mcse_elpd_loo", "khat", "khat_after",
+POINTWISE_FIELDS = ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "pareto_k_after",
                     "method", "rho", "loo_prob", "diagnostic", "reliable", "r_eff")
 
 __all__ = ["format_summary", "format_pointwise", "khat_counts", "save_report",
@@ -121,7 +122,7 @@ def format_summary(result, scale: str = "log") -> str:
     from loo_adapt.core.psis import pareto_k_threshold
 
     if origin not in ("mcmc", "other"):
-        k_pq = float(getattr(result, "khat_pq", float("nan")))
+        k_pq = float(getattr(result, "pareto_k_pq", float("nan")))
         lines.append(f"Draws of an approximation ({origin}), not of the posterior: every "
                      f"importance ratio includes p/q. Pareto k-hat of p/q: {k_pq:.2f} "
                      f"({'good' if k_pq <= pareto_k_threshold(int(result.n_samples)) else 'poor'}"
@@ -131,11 +132,11 @@ def format_summary(result, scale: str = "log") -> str:
                      f"[{np.nanmin(r_eff):.1f}, {np.nanmax(r_eff):.1f}]).")
     lines.append("")
 
-    thr = float(result.khat_threshold)
+    thr = float(result.good_k)
     method = np.asarray(result.method).astype(str)
-    no_khat = np.isin(method, NO_KHAT) | np.isnan(np.asarray(result.khat_after, dtype=float))
-    before = khat_counts(result.khat, thr)
-    after_k = np.where(no_khat, np.nan, result.khat_after)
+    no_khat = np.isin(method, NO_KHAT) | np.isnan(np.asarray(result.pareto_k_after, dtype=float))
+    before = khat_counts(result.pareto_k, thr)
+    after_k = np.where(no_khat, np.nan, result.pareto_k_after)
     after = khat_counts(after_k, thr)
     lines.append(f"Pareto k diagnostic values (threshold {thr:.2f}):")
     labels = [f"(-Inf, {thr:.2f}]  (good)", f"({thr:.2f}, 1]     (bad)",
@@ -216,7 +217,7 @@ def unreliable_reasons(result) -> dict[int, str]:
     """
     res = as_pointwise(result)
     recorded = getattr(res, "reason", None)
-    thr = float(res.khat_threshold)
+    thr = float(res.good_k)
     out = {}
     for i in np.flatnonzero(res.unreliable):
         m = str(res.method[i])
@@ -224,7 +225,7 @@ def unreliable_reasons(result) -> dict[int, str]:
         if isinstance(given, str) and given:
             out[int(i)] = f"{m}: {given}"
             continue
-        k = float(res.khat_after[i])
+        k = float(res.pareto_k_after[i])
         if m not in NO_KHAT and np.isfinite(k):
             out[int(i)] = f"{m}: k-hat {k:.2f} > {thr:.2f}"
         elif m not in NO_KHAT and np.isnan(k):
@@ -233,7 +234,7 @@ def unreliable_reasons(result) -> dict[int, str]:
             out[int(i)] = f"{m}: k-hat {k} > {thr:.2f}"
         else:
             ess = float(res.diagnostic[i])
-            mcse = float(res.mcse_elpd_loo[i])
+            mcse = float(res.mcse_elpd_i[i])
             what = "not verified" if m == "refit" else "MCSE above the accepted bound"
             ess_txt = f", ESS {ess:.1f}" if np.isfinite(ess) else ""
             out[int(i)] = f"{m}: {what} (MCSE {mcse:.2f}{ess_txt})"
@@ -276,12 +277,12 @@ def format_pointwise(result) -> str:
         lines.append(
             f"{i:>5d}  {m:<10s}"
             + (f"{rho:>10.3g}" if np.isfinite(rho) else f"{'':>10s}")
-            + _fmt(result.khat[i], ".2f", 9)
-            + _fmt(result.khat_after[i], ".2f", 9)
+            + _fmt(result.pareto_k[i], ".2f", 9)
+            + _fmt(result.pareto_k_after[i], ".2f", 9)
             + (_fmt(result.diagnostic[i], ".1f", 9) if np.isfinite(result.diagnostic[i])
                else f"{'':>9s}")
-            + _fmt(result.elpd_loo[i], ".4f", 11)
-            + _fmt(result.mcse_elpd_loo[i], ".4f", 9)
+            + _fmt(result.elpd_i[i], ".4f", 11)
+            + _fmt(result.mcse_elpd_i[i], ".4f", 9)
             + _fmt(result.loo_prob[i], ".4f", 10)
             + f"{'yes' if result.reliable[i] else 'NO':>9s}"
         )
@@ -423,7 +424,7 @@ def results_dict(result, *, scale: str | None = None, name: str = "loo") -> dict
     >>> import numpy as np
     >>> from loo_adapt.result import PointwiseLoo
     >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, np.inf]), 0.7, 100, 1.0)
-    >>> results_dict(res)["pointwise"]["khat"]
+    >>> results_dict(res)["pointwise"]["pareto_k"]
     [0.2, 'Infinity']
     """
     res = as_pointwise(result)
@@ -435,12 +436,12 @@ def results_dict(result, *, scale: str | None = None, name: str = "loo") -> dict
         "encoding": ENCODING,
         "n_obs": res.n_obs,
         "n_samples": int(res.n_samples),
-        "khat_threshold": float(res.khat_threshold),
+        "good_k": float(res.good_k),
         "estimates": _json_safe(res.estimates()),
         "n_unreliable": int(np.sum(res.unreliable)),
         "unreliable": np.flatnonzero(res.unreliable).tolist(),
         "reasons": {str(i): r for i, r in unreliable_reasons(res).items()},
-        "khat_counts_before": khat_counts(res.khat, res.khat_threshold).tolist(),
+        "khat_counts_before": khat_counts(res.pareto_k, res.good_k).tolist(),
         "pointwise": pointwise,
         "dtypes": dtypes,
         "fields": rest,
@@ -469,7 +470,7 @@ def load_results(path) -> PointwiseLoo:
     >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, np.inf]), 0.7, 100, 1.0)
     >>> with tempfile.TemporaryDirectory() as d:
     ...     _ = save_report(res, d, figures=False)
-    ...     load_results(d).khat
+    ...     load_results(d).pareto_k
     array([0.2, inf])
     """
     path = pathlib.Path(path)
@@ -489,9 +490,13 @@ def load_results(path) -> PointwiseLoo:
     if dtypes is None:  # written before every field was stored: null meant NaN
         dtypes = {k: ("object" if k == "method" else "|b1" if k == "reliable" else "<f8")
                   for k in pw if pw[k] is not None}
-        rest = {"khat_threshold": data["khat_threshold"], "n_samples": data["n_samples"],
+        rest = {"good_k": data["khat_threshold"], "n_samples": data["n_samples"],
                 "candidates": [{k: (np.nan if v is None else v) for k, v in c.items()}
                                for c in data.get("candidates", [])]}
+    # files written before the per-row ``_i`` / arviz names (`PointwiseLoo` field renames)
+    pw = {_OLD_NAMES.get(k, k): v for k, v in pw.items()}
+    dtypes = {_OLD_NAMES.get(k, k): v for k, v in dtypes.items()}
+    rest = {_OLD_NAMES.get(k, k): v for k, v in rest.items()}
     kwargs = {}
     for f in dataclasses.fields(PointwiseLoo):
         if not f.init:

@@ -33,8 +33,8 @@ def _mcmc_arrays(mcmc, y):
     """elpd_loo, loo_prob, khat from a PointwiseLoo, a dict or a tuple of arrays."""
     if mcmc is None:
         return None
-    if hasattr(mcmc, "elpd_loo"):
-        elpd, prob, khat = mcmc.elpd_loo, mcmc.loo_prob, mcmc.khat
+    if hasattr(mcmc, "elpd_i"):
+        elpd, prob, khat = mcmc.elpd_i, mcmc.loo_prob, mcmc.pareto_k
     elif isinstance(mcmc, dict):
         elpd, prob, khat = mcmc["elpd_loo"], mcmc.get("loo_prob"), mcmc.get("khat")
     else:

@@ -52,6 +52,7 @@ from time import monotonic as time_mono
 import numpy as np
 from scipy.special import logsumexp
 
+from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core.ess import ess_bulk, relative_eff, rhat_rank
 from loo_adapt.stan import pool as _pool
 
@@ -154,12 +155,13 @@ def convergence_check(log_lik, n_divergent: int = -1, *, max_rhat: float = 1.01,
 # --------------------------------------------------------------------------------------------
 # result
 # --------------------------------------------------------------------------------------------
+@add_deprecated_aliases
 @dataclass
 class RefitResult:
     """Exact LOO refits. Arrays are aligned to ``indices`` (NaN where there is no estimate).
 
     indices : observations asked for, in the caller's order (most severe first).
-    elpd_loo, mcse_elpd_loo : held-out log predictive density and its Monte Carlo error.
+    elpd_i, mcse_elpd_i : held-out log predictive density and its Monte Carlo error.
     reliable : the refit finished and passed the convergence check.
     reason : why a row is not reliable ("" where it is): the failure, the timeout, the
         convergence check, or the limit that left it out.
@@ -185,8 +187,8 @@ class RefitResult:
     """
 
     indices: np.ndarray
-    elpd_loo: np.ndarray
-    mcse_elpd_loo: np.ndarray
+    elpd_i: np.ndarray
+    mcse_elpd_i: np.ndarray
     ess: np.ndarray
     loo_prob: np.ndarray
     seconds: np.ndarray
@@ -227,8 +229,8 @@ class RefitResult:
         """A result for ``indices`` with nothing refitted yet (every row "skipped")."""
         k = len(indices)
         return cls(
-            indices=np.asarray(indices, dtype=np.int64), elpd_loo=np.full(k, np.nan),
-            mcse_elpd_loo=np.full(k, np.nan), ess=np.full(k, np.nan),
+            indices=np.asarray(indices, dtype=np.int64), elpd_i=np.full(k, np.nan),
+            mcse_elpd_i=np.full(k, np.nan), ess=np.full(k, np.nan),
             loo_prob=np.full(k, np.nan), seconds=np.full(k, np.nan),
             seeds=np.full(k, -1, dtype=np.int64), refitted=np.zeros(k, dtype=bool),
             not_refitted=np.empty(0, dtype=np.int64), estimated_seconds_total=0.0,
@@ -270,7 +272,7 @@ class RefitResult:
 
         sel = np.asarray(self.refitted, dtype=bool)
         rows = np.asarray(self.indices)[sel]
-        elpd = np.asarray(self.elpd_loo, dtype=float)[sel]
+        elpd = np.asarray(self.elpd_i, dtype=float)[sel]
         prob = np.asarray(self.loo_prob, dtype=float)[sel]
         if y is not None:
             p_obs = np.exp(elpd)
@@ -279,7 +281,7 @@ class RefitResult:
         ok = np.asarray(self.reliable, dtype=bool)[sel]
         reason = np.where(ok, "", np.asarray(self.reason, dtype=object)[sel]).astype(object)
         return Estimate.make(
-            "refit", rows, elpd, np.asarray(self.mcse_elpd_loo, dtype=float)[sel], ok,
+            "refit", rows, elpd, np.asarray(self.mcse_elpd_i, dtype=float)[sel], ok,
             diagnostic=np.asarray(self.ess, dtype=float)[sel], loo_prob=prob,
             verified_by=np.where(ok, "refit", ""), reason=reason,
         )
@@ -507,7 +509,7 @@ def refit_loo(
     >>> def refit_fn(i, seed):  # held-out log-lik draws of a known predictive
     ...     return np.log(np.random.default_rng(seed).uniform(0.2, 0.4, size=(4, 250)))
     >>> res = refit_loo([3, 1], refit_fn=refit_fn, n_jobs=1, progress=False)
-    >>> res.reliable.tolist(), [round(float(e), 1) for e in res.elpd_loo]
+    >>> res.reliable.tolist(), [round(float(e), 1) for e in res.elpd_i]
     ([True, True], [-1.2, -1.2])
     """
     from loo_adapt.stan.program import StanProgram
@@ -561,7 +563,7 @@ def refit_loo(
         conv_reason, rhat, essb = convergence_check(
             ll, out["n_divergent"], max_rhat=max_rhat, min_ess=min_ess)
         reason = reason or (conv_reason if check_convergence else "")
-        res.elpd_loo[pos], res.mcse_elpd_loo[pos], res.ess[pos] = elpd, mcse, ess
+        res.elpd_i[pos], res.mcse_elpd_i[pos], res.ess[pos] = elpd, mcse, ess
         res.rhat[pos], res.ess_bulk[pos] = rhat, essb
         res.n_divergent[pos] = out["n_divergent"]
         res.seconds[pos] = out["seconds"]

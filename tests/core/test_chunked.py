@@ -30,16 +30,16 @@ def test_blocks_reproduce_the_whole_matrix(shape):
     for name in FIELDS:
         np.testing.assert_allclose(getattr(res, name), getattr(ref, name), rtol=0, atol=1e-12)
     assert res.log_weights is None
-    assert res.khat.max() > 0.7 > res.khat.min()
+    assert res.pareto_k.max() > 0.7 > res.pareto_k.min()
     if len(shape) == 3:
         np.testing.assert_allclose(res.r_eff, relative_eff(ll, log=True), rtol=1e-12)
     else:
         np.testing.assert_array_equal(res.r_eff, 1.0)
     est = res.estimates()
     n = shape[-1]
-    assert est["elpd_loo"] == pytest.approx(ref.elpd_loo.sum(), abs=1e-9)
+    assert est["elpd_loo"] == pytest.approx(ref.elpd_i.sum(), abs=1e-9)
     assert est["se_elpd_loo"] == pytest.approx(
-        np.sqrt(n * np.var(ref.elpd_loo, ddof=1)), abs=1e-9)
+        np.sqrt(n * np.var(ref.elpd_i, ddof=1)), abs=1e-9)
 
 
 def test_given_r_eff_is_used_per_block():
@@ -48,8 +48,8 @@ def test_given_r_eff_is_used_per_block():
     ref = loo_pointwise(ll, r_eff=r)
     res = from_blocks(np.hstack([loo_block(ll[:, :7], 0, r[:7]),
                                  loo_block(ll[:, 7:], 7, r[7:])]), 500)
-    np.testing.assert_allclose(res.elpd_loo, ref.elpd_loo, atol=1e-12)
-    np.testing.assert_allclose(res.mcse_elpd_loo, ref.mcse_elpd_loo, atol=1e-12)
+    np.testing.assert_allclose(res.elpd_i, ref.elpd_i, atol=1e-12)
+    np.testing.assert_allclose(res.mcse_elpd_i, ref.mcse_elpd_i, atol=1e-12)
 
 
 def test_block_errors_name_the_global_observation():
@@ -67,6 +67,6 @@ def test_failed_fits_are_reported_once_with_global_columns():
         blocks = [loo_block(ll[:, :3], 0), loo_block(ll[:, 3:], 3)]
     with pytest.warns(UserWarning, match=r"could not be fitted .* column\(s\) 4;"):
         res = from_blocks(np.hstack(blocks), 300)
-    assert np.isinf(res.khat[4]) and np.isfinite(np.delete(res.khat, 4)).all()
+    assert np.isinf(res.pareto_k[4]) and np.isfinite(np.delete(res.pareto_k, 4)).all()
     with pytest.warns(UserWarning, match="only 50 draws"):
         from_blocks(np.hstack([loo_block(ll[:50, :3], 0)]), 50)

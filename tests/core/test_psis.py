@@ -87,10 +87,10 @@ def test_matches_stored_r_loo_reference(name, engine, monkeypatch):
         _, k = psislw(-ll2, r_eff=reff)
         res = loo_pointwise(ll, r_eff=reff, weights=False)
     np.testing.assert_allclose(k, ref["khat"], rtol=0, atol=1e-10)
-    np.testing.assert_allclose(res.khat, ref["khat_loo"], rtol=0, atol=1e-10)
-    np.testing.assert_allclose(res.elpd_loo, ref["elpd_loo"], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(res.pareto_k, ref["khat_loo"], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(res.elpd_i, ref["elpd_loo"], rtol=0, atol=1e-10)
     if name.startswith("heavy"):
-        assert np.sum(res.khat > 0.7) >= 3  # the cases exercise the smoothing
+        assert np.sum(res.pareto_k > 0.7) >= 3  # the cases exercise the smoothing
 
 
 def _assert_weights_match(lw, lw_ref, log_ratios, atol=1e-8):
@@ -169,8 +169,8 @@ def test_loo_matches_arviz_loo(cmdstan_ll):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ref = az.loo(idata, pointwise=True, reff=reff)
-        np.testing.assert_allclose(ours.elpd_loo, ref.loo_i.values, rtol=0, atol=1e-8)
-        np.testing.assert_allclose(ours.khat, ref.pareto_k.values, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(ours.elpd_i, ref.loo_i.values, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(ours.pareto_k, ref.pareto_k.values, rtol=0, atol=1e-6)
         est = ours.estimates()
         assert est["elpd_loo"] == pytest.approx(ref.elpd_loo, abs=1e-8)
         assert est["p_loo"] == pytest.approx(ref.p_loo, abs=1e-8)
@@ -180,17 +180,17 @@ def test_loo_matches_arviz_loo(cmdstan_ll):
         assert est["looic"] == pytest.approx(-2 * ref.elpd_loo, abs=1e-8)
     # lpd: log mean exp of the log-likelihood, directly
     lpd = np.log(np.mean(np.exp(ll), axis=0))
-    np.testing.assert_allclose(res.lpd, lpd, rtol=1e-12)
-    np.testing.assert_allclose(res.p_loo, res.lpd - res.elpd_loo, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(res.lpd_i, lpd, rtol=1e-12)
+    np.testing.assert_allclose(res.p_loo_i, res.lpd_i - res.elpd_i, rtol=0, atol=1e-14)
 
 
 def test_fixture_readme_numbers(cmdstan_ll):
     """README of the fixture: plain PSIS, r_eff = 1, total -18.33 and 29 of 54 with k > 0.7."""
     res = loo_pointwise(cmdstan_ll.reshape(-1, 54), r_eff=1.0)
-    assert round(float(res.elpd_loo.sum()), 2) == -18.33
-    assert int(np.sum(res.khat > 0.7)) == 29
+    assert round(float(res.elpd_i.sum()), 2) == -18.33
+    assert int(np.sum(res.pareto_k > 0.7)) == 29
     truth = pd.read_csv(FIXTURE.parents[1] / "truth" / "logistic_normal.csv")
-    rmse = np.sqrt(np.mean((res.elpd_loo - truth["elpd_loo"].to_numpy()) ** 2))
+    rmse = np.sqrt(np.mean((res.elpd_i - truth["elpd_loo"].to_numpy()) ** 2))
     assert rmse == pytest.approx(0.074, abs=0.0015)
 
 
@@ -202,9 +202,9 @@ def test_loo_heavy_tails_matches_arviz():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ref = az.loo(idata, pointwise=True, reff=1.0)
-    assert ours.khat.max() > 0.7
-    np.testing.assert_allclose(ours.elpd_loo, ref.loo_i.values, rtol=0, atol=1e-8)
-    np.testing.assert_allclose(ours.khat, ref.pareto_k.values, rtol=0, atol=1e-6)
+    assert ours.pareto_k.max() > 0.7
+    np.testing.assert_allclose(ours.elpd_i, ref.loo_i.values, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(ours.pareto_k, ref.pareto_k.values, rtol=0, atol=1e-6)
 
 
 def test_unnormalised_weights_are_r_loo_weights():
@@ -409,8 +409,8 @@ def test_mcse_predicts_spread_of_elpd_brute_force():
             theta = post_mean + math.sqrt(post_var) * z
             ll = _normal_model_ll(theta.reshape(-1), y).reshape(4, 250, -1)
             res = loo_pointwise(ll)  # r_eff from the chains
-            elpds.append(res.elpd_loo)
-            mcses.append(res.mcse_elpd_loo)
+            elpds.append(res.elpd_i)
+            mcses.append(res.mcse_elpd_i)
         spread = np.std(np.array(elpds), axis=0, ddof=1)
         predicted = np.sqrt(np.mean(np.array(mcses) ** 2, axis=0))
         ratio = predicted / spread
@@ -446,14 +446,14 @@ def test_e_loo_against_arviz_weights(cmdstan_ll):
     lw, _ = psislw(-ll, normalize=False)  # unnormalised input is normalised inside
     np.testing.assert_allclose(e_loo(p, lw), np.sum(np.exp(lw_ref) * p, axis=0), rtol=1e-9)
     res = loo_pointwise(ll, r_eff=1.0)
-    np.testing.assert_allclose(e_loo(ll, lw, log=True), res.elpd_loo, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(e_loo(ll, lw, log=True), res.elpd_i, rtol=0, atol=1e-10)
     # one value per draw is shared by all observations (a plain matrix product as reference;
     # our own weights, because arviz may order tied draws differently)
     theta = np.arange(ll.shape[0], dtype=float)
     lw_n, _ = psislw(-ll)
     np.testing.assert_allclose(e_loo(theta, lw), np.exp(lw_n).T @ theta, rtol=1e-12)
     # log space survives values whose exp underflows
-    np.testing.assert_allclose(e_loo(ll - 800.0, lw, log=True), res.elpd_loo - 800.0,
+    np.testing.assert_allclose(e_loo(ll - 800.0, lw, log=True), res.elpd_i - 800.0,
                                rtol=1e-12)
 
 
@@ -463,10 +463,10 @@ def test_constant_column_and_short_tail():
     ll[:, 1] = -0.5
     with pytest.warns(UserWarning, match="tail values are the same"):
         res = loo_pointwise(ll)
-    assert np.isinf(res.khat[1]) and np.all(np.isfinite(res.khat[[0, 2]]))
-    assert res.elpd_loo[1] == pytest.approx(-0.5, abs=1e-12)
-    assert res.p_loo[1] == pytest.approx(0.0, abs=1e-12)
-    assert res.mcse_elpd_loo[1] == pytest.approx(0.0, abs=1e-12)
+    assert np.isinf(res.pareto_k[1]) and np.all(np.isfinite(res.pareto_k[[0, 2]]))
+    assert res.elpd_i[1] == pytest.approx(-0.5, abs=1e-12)
+    assert res.p_loo_i[1] == pytest.approx(0.0, abs=1e-12)
+    assert res.mcse_elpd_i[1] == pytest.approx(0.0, abs=1e-12)
     # constant likelihood: r_eff 1 (the MC error is zero whatever the autocorrelation)
     assert relative_eff(ll.reshape(4, 100, 3), log=True)[1] == 1.0
     # 20 draws: tail of 4 < 5, khat Inf and the weights are the raw normalised ratios
@@ -521,10 +521,10 @@ def test_non_finite_inputs():
 def test_to_result_and_psis_n_eff(cmdstan_ll):
     res = loo_pointwise(cmdstan_ll)
     out = res.to_result()
-    np.testing.assert_array_equal(out.elpd_loo, res.elpd_loo)
-    np.testing.assert_array_equal(out.khat_after, res.khat)
+    np.testing.assert_array_equal(out.elpd_i, res.elpd_i)
+    np.testing.assert_array_equal(out.pareto_k_after, res.pareto_k)
     assert out.n_samples == 1000
-    assert out.khat_threshold == pytest.approx(1 - 1 / 3)
+    assert out.good_k == pytest.approx(1 - 1 / 3)
     assert set(out.method) == {"psis"}
     # PSIS ESS 1 / sum(w^2) from arviz's weights, scaled by r_eff
     lw_ref, _ = _arviz_psislw(-cmdstan_ll.reshape(-1, 54), 1.0)

@@ -124,18 +124,18 @@ def test_loo_without_weights_and_closed_form_mcse(engine):
         bare = loo_pointwise(ll, r_eff=r, weights=False)
         quad = loo_pointwise(ll, r_eff=r, weights=False, mcse_method="quadrature")
     assert bare.log_weights is None and quad.log_weights is None
-    for f in ("elpd_loo", "p_loo", "lpd", "mcse_elpd_loo", "khat"):
+    for f in ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k"):
         np.testing.assert_array_equal(getattr(bare, f), getattr(full, f))
     # closed forms from the weights: elpd = log sum w p, lpd = log mean p,
     # MCSE = sqrt(log1p(sum w^2 (p - E)^2 / E^2) / r_eff)
     w, p = np.exp(full.log_weights), np.exp(ll)
     e = np.sum(w * p, axis=0)
-    np.testing.assert_allclose(full.elpd_loo, np.log(e), rtol=1e-13)
-    np.testing.assert_allclose(full.lpd, np.log(p.mean(axis=0)), rtol=1e-13)
+    np.testing.assert_allclose(full.elpd_i, np.log(e), rtol=1e-13)
+    np.testing.assert_allclose(full.lpd_i, np.log(p.mean(axis=0)), rtol=1e-13)
     mcse = np.sqrt(np.log1p(np.sum(w**2 * (p - e) ** 2, axis=0) / e**2) / r)
-    np.testing.assert_allclose(full.mcse_elpd_loo, mcse, rtol=1e-10)
-    assert not np.allclose(quad.mcse_elpd_loo, full.mcse_elpd_loo, rtol=1e-6, atol=0)
-    np.testing.assert_allclose(quad.mcse_elpd_loo, full.mcse_elpd_loo, rtol=0.3)
+    np.testing.assert_allclose(full.mcse_elpd_i, mcse, rtol=1e-10)
+    assert not np.allclose(quad.mcse_elpd_i, full.mcse_elpd_i, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(quad.mcse_elpd_i, full.mcse_elpd_i, rtol=0.3)
 
 
 def test_approximate_loo_matches_its_definition(engine):
@@ -145,12 +145,12 @@ def test_approximate_loo_matches_its_definition(engine):
     corr = rng.normal(0.0, 0.2, size=2000)
     res = loo_pointwise_approximate(ll, corr, r_eff=0.9)
     lw_post, _ = psislw(corr, r_eff=1.0)
-    np.testing.assert_allclose(res.lpd, logsumexp(ll + lw_post[:, None], axis=0),
+    np.testing.assert_allclose(res.lpd_i, logsumexp(ll + lw_post[:, None], axis=0),
                                rtol=0, atol=1e-12)
     lw, k = psislw(corr[:, None] - ll, r_eff=0.9)
-    np.testing.assert_allclose(res.khat, k, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(res.pareto_k, k, rtol=0, atol=1e-12)
     np.testing.assert_allclose(res.log_weights, lw, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(res.elpd_loo, logsumexp(ll + lw, axis=0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(res.elpd_i, logsumexp(ll + lw, axis=0), rtol=0, atol=1e-12)
 
 
 def test_layouts_threads_and_column_subsets_give_identical_results():

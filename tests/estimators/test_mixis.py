@@ -72,15 +72,15 @@ def test_conjugate_normal_against_closed_form():
     mu = _exact_mixture_draws(Y, S, rng)
     res = mixis_loo(_log_lik(mu, Y))
     truth = _loo_truth(Y)
-    z = (res.elpd_loo - truth) / res.mcse_elpd_loo
+    z = (res.elpd_i - truth) / res.mcse_elpd_i
     assert np.all(np.abs(z) < 4.0), z
     # lpd_i = log N(y_i | m, sigma^2 + v) under the full posterior, estimated from q by SNIS
     m, v = _posterior(Y)
     lpd_truth = stats.norm.logpdf(Y, m, np.sqrt(SIGMA**2 + v))
     # (SNIS from q: the outlier term, whose posterior region q visits least, is noisiest)
-    np.testing.assert_allclose(res.lpd, lpd_truth, atol=0.1)
-    np.testing.assert_allclose(res.lpd[:-1], lpd_truth[:-1], atol=0.03)
-    assert np.all(res.p_loo > 0)
+    np.testing.assert_allclose(res.lpd_i, lpd_truth, atol=0.1)
+    np.testing.assert_allclose(res.lpd_i[:-1], lpd_truth[:-1], atol=0.03)
+    assert np.all(res.p_loo_i > 0)
     assert np.all((res.ess > 1) & (res.ess <= S))
 
 
@@ -92,7 +92,7 @@ def test_mcse_matches_replication_spread():
     est, se = np.empty((R, len(Y))), np.empty((R, len(Y)))
     for r in range(R):
         res = mixis_loo(_log_lik(_exact_mixture_draws(Y, S, rng), Y))
-        est[r], se[r] = res.elpd_loo, res.mcse_elpd_loo
+        est[r], se[r] = res.elpd_i, res.mcse_elpd_i
     spread = est.std(axis=0, ddof=1)
     # the delta method estimates the variance: compare the root mean square of the MCSE (a
     # sample variance of heavy-ish tailed influence values is right-skewed, so its square
@@ -119,7 +119,7 @@ def test_matches_arviz_stats_loo_mixture():
     # arviz-stats 0.8's public array wrapper mis-handles the axes; its kernel is called directly
     elpd_az, _, _ = arr.array_stats._mixture(ll, obs_axes=(2,), sample_axes=(0, 1))
     res = mixis_loo(ll)
-    np.testing.assert_allclose(res.elpd_loo, elpd_az, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(res.elpd_i, elpd_az, rtol=0, atol=1e-10)
 
 
 def test_ess_mean_matches_arviz():
@@ -140,8 +140,8 @@ def test_chain_structure_enters_mcse():
     rng = np.random.default_rng(5)
     ll = _log_lik(_exact_mixture_draws(Y, 1000, rng), Y)
     rep = np.repeat(ll, 4, axis=0).reshape(4, 1000, len(Y))
-    se_rep = mixis_loo(rep).mcse_elpd_loo
-    se_orig = mixis_loo(ll).mcse_elpd_loo
+    se_rep = mixis_loo(rep).mcse_elpd_i
+    se_orig = mixis_loo(ll).mcse_elpd_i
     np.testing.assert_allclose(se_rep / se_orig, 1.0, atol=0.2)
     assert np.all(mixis_loo(rep).ess_mcse < 1300)
 
@@ -172,7 +172,7 @@ def test_loo_prob_logistic_against_quadrature():
     ll = -np.logaddexp(0.0, -np.where(y == 1, 1, -1) * beta[:, None] * x[None, :])
     res = mixis_loo(ll)
     prob = mixis_loo_prob(ll, bernoulli_log_p1(ll, y))
-    np.testing.assert_allclose(res.elpd_loo, truth_elpd, atol=4 * res.mcse_elpd_loo.max())
+    np.testing.assert_allclose(res.elpd_i, truth_elpd, atol=4 * res.mcse_elpd_i.max())
     np.testing.assert_allclose(prob, truth_prob, atol=0.02)
 
 
@@ -189,10 +189,10 @@ def test_overflow_guarded():
     ll = np.full((100, 3), -0.1)
     ll[:, 0] = np.linspace(-1000.0, -600.0, 100)
     res = mixis_loo(ll)
-    assert np.all(np.isfinite(res.elpd_loo)) and np.all(np.isfinite(res.mcse_elpd_loo))
+    assert np.all(np.isfinite(res.elpd_i)) and np.all(np.isfinite(res.mcse_elpd_i))
     # observation 0 dominates every draw's weight; its LOO density is the harmonic-type mean
     expected = logsumexp(-logsumexp(-ll, axis=1)) - logsumexp(-ll[:, 0] - logsumexp(-ll, axis=1))
-    assert res.elpd_loo[0] == pytest.approx(expected, rel=1e-12)
+    assert res.elpd_i[0] == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("bad, err", [
@@ -229,9 +229,9 @@ def test_fixture_mixis_vs_truth(name):
     elapsed = time.perf_counter() - t0
     res = mixis_loo(ll)
     prob = mixis_loo_prob(ll, bernoulli_log_p1(ll, np.asarray(data["y"])))
-    rmse = np.sqrt(np.mean((res.elpd_loo - truth[:, 1]) ** 2))
+    rmse = np.sqrt(np.mean((res.elpd_i - truth[:, 1]) ** 2))
     rmse_prob = np.sqrt(np.mean((prob - truth[:, 3]) ** 2))
-    total_err = res.elpd_loo.sum() - truth[:, 1].sum()
+    total_err = res.elpd_i.sum() - truth[:, 1].sum()
     print(f"{name}: MixIS RMSE {rmse:.4f}, total error {total_err:+.3f}, "
           f"prob RMSE {rmse_prob:.4f}, min ESS {res.ess.min():.0f}, fit {elapsed:.1f}s")
     # truth README: CmdStan MixIS with 1000 draws gave RMSE 0.04-0.08; with 4000 draws the
@@ -240,5 +240,5 @@ def test_fixture_mixis_vs_truth(name):
     assert abs(total_err) < 1.0
     assert rmse_prob < 0.02
     # the reported MCSE is of the right size: the errors are mostly within 3 combined SEs
-    z = (res.elpd_loo - truth[:, 1]) / np.hypot(res.mcse_elpd_loo, truth[:, 2])
+    z = (res.elpd_i - truth[:, 1]) / np.hypot(res.mcse_elpd_i, truth[:, 2])
     assert np.mean(np.abs(z) < 3) > 0.85

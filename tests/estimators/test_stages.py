@@ -36,7 +36,7 @@ def _base_result(n=6, S=400, seed=0):
 def test_estimate_is_immutable_and_fills_missing_columns():
     est = Estimate.make("refit", [1, 3], [-0.5, -0.7], [0.01, 0.02], [True, False])
     with pytest.raises(ValueError):
-        est.elpd_loo[0] = 0.0
+        est.elpd_i[0] = 0.0
     with pytest.raises(AttributeError):
         est.estimator = "psis"
     assert np.all(np.isnan(est.pareto_k)) and np.all(np.isnan(est.loo_prob))
@@ -51,15 +51,15 @@ def test_merge_writes_every_column_and_nan_for_what_the_stage_does_not_produce()
     new = res.merge(est)
     assert new is not res
     # the old result is untouched
-    np.testing.assert_array_equal(res.elpd_loo, base.elpd_loo)
-    np.testing.assert_array_equal(new.elpd_loo[[1, 3]], [-0.5, -0.7])
-    np.testing.assert_array_equal(new.p_loo[[1, 3]], base.lpd[[1, 3]] - [-0.5, -0.7])
+    np.testing.assert_array_equal(res.elpd_i, base.elpd_i)
+    np.testing.assert_array_equal(new.elpd_i[[1, 3]], [-0.5, -0.7])
+    np.testing.assert_array_equal(new.p_loo_i[[1, 3]], base.lpd_i[[1, 3]] - [-0.5, -0.7])
     # refits produce no k-hat and (here) no probability: NaN, not PSIS's stale values
-    assert np.all(np.isnan(new.khat_after[[1, 3]])) and np.all(np.isnan(new.loo_prob[[1, 3]]))
+    assert np.all(np.isnan(new.pareto_k_after[[1, 3]])) and np.all(np.isnan(new.loo_prob[[1, 3]]))
     assert np.all(new.loo_prob[[0, 2, 4, 5]] == 0.5)
     assert list(new.method[[1, 3]]) == ["refit", "refit"]
     assert list(new.verified_by[[1, 3]]) == ["refit", "refit"]
-    np.testing.assert_array_equal(new.khat, base.khat)  # "before" stays
+    np.testing.assert_array_equal(new.pareto_k, base.pareto_k)  # "before" stays
     assert [h["estimator"] for h in new.row_history(1)] == ["refit"]
 
 
@@ -68,7 +68,7 @@ def test_merge_accept_mask_keeps_rejected_rows_and_records_why():
     est = Estimate.make("mixis", [0, 2], [-0.1, -0.2], [0.5, 0.01], [False, True],
                         reason=["MixIS MCSE: 0.5 above 0.1", ""])
     new = res.merge(est, accept=est.reliable)
-    assert new.elpd_loo[0] == res.elpd_loo[0] and new.elpd_loo[2] == -0.2
+    assert new.elpd_i[0] == res.elpd_i[0] and new.elpd_i[2] == -0.2
     assert "MixIS MCSE" in new.reason[0]
     assert new.row_history(0)[0]["accepted"] is False
 
@@ -121,7 +121,7 @@ def test_every_row_probability_agrees_with_its_own_elpd_after_mm_fallback():
     assert mm.sum() >= 2
     # P(observed) = sum_s w_s l_i(theta_s) = exp(elpd_i) with the same weights; the CSV's
     # log_lik has 6 significant digits, the recomputed one is exact
-    np.testing.assert_allclose(np.log(_prob_of_observed(res))[mm], res.elpd_loo[mm], atol=1e-4)
+    np.testing.assert_allclose(np.log(_prob_of_observed(res))[mm], res.elpd_i[mm], atol=1e-4)
     assert np.all(res.verified_by[mm] == "certified")
 
 
@@ -148,10 +148,10 @@ def test_readme_fallback_mixis_then_refit_through_loo():
     refit = res.method == "refit"
     assert refit.any() and res.reliable.all()
     # exactly the rows PSIS did not certify went on, and MixIS (MCSE > 1e-12) handed them on
-    np.testing.assert_array_equal(refit, res.khat > 0.01)
+    np.testing.assert_array_equal(refit, res.pareto_k > 0.01)
     i = int(np.flatnonzero(refit)[0])
     assert [h["estimator"] for h in res.row_history(i)] == ["mixis", "refit"]
-    np.testing.assert_allclose(res.elpd_loo[refit], exact, atol=1e-12)
+    np.testing.assert_allclose(res.elpd_i[refit], exact, atol=1e-12)
     assert set(res.verified_by[refit]) == {"refit"}
 
 
@@ -165,11 +165,11 @@ def test_every_selection_rule_through_loo(selection):
         res = loo_adapt.loo(draws, reff=1.0, model=model, selection=selection, seed=1,
                             estimator="adaptive", certify=False).loo_adapt
         psis = loo_adapt.loo(draws, reff=1.0, estimator="psis").loo_adapt
-    high = psis.khat > psis.khat_threshold
+    high = psis.pareto_k > psis.good_k
     assert (res.method[high] != "psis").any()
     # LL descent moves high-k rows towards truth on this model under every rule
-    err = np.sqrt(np.mean((res.elpd_loo - truth)[high] ** 2))
-    err_psis = np.sqrt(np.mean((psis.elpd_loo - truth)[high] ** 2))
+    err = np.sqrt(np.mean((res.elpd_i - truth)[high] ** 2))
+    err_psis = np.sqrt(np.mean((psis.elpd_i - truth)[high] ** 2))
     assert err < err_psis
 
 
@@ -184,10 +184,10 @@ def test_certified_rows_never_above_lpd_and_default_never_worse_than_psis():
             res = loo_adapt.loo(draws, reff=1.0, model=model, seed=seed).loo_adapt
             cert = res.verified_by == "certified"
             assert cert.any()
-            assert np.all(res.elpd_loo[cert] <= res.lpd[cert] + 2 * res.mcse_elpd_loo[cert])
-            assert np.sqrt(np.mean((res.elpd_loo - truth) ** 2)) <= np.sqrt(
-                np.mean((psis.elpd_loo - truth) ** 2))
-            assert abs(np.sum(res.elpd_loo - truth)) <= abs(np.sum(psis.elpd_loo - truth))
+            assert np.all(res.elpd_i[cert] <= res.lpd_i[cert] + 2 * res.mcse_elpd_i[cert])
+            assert np.sqrt(np.mean((res.elpd_i - truth) ** 2)) <= np.sqrt(
+                np.mean((psis.elpd_i - truth) ** 2))
+            assert abs(np.sum(res.elpd_i - truth)) <= abs(np.sum(psis.elpd_i - truth))
 
 
 def test_adaptation_on_advi_draws_through_loo():
@@ -201,7 +201,7 @@ def test_adaptation_on_advi_draws_through_loo():
     assert res.n_samples == 1000
     # p/q-corrected and adapted: within 0.3 nats of truth in total (PSIS of these draws is
     # within 1 nat; the truth's own MC error is 0.05)
-    assert abs(res.elpd_loo.sum() - truth.sum()) < 1.0
+    assert abs(res.elpd_i.sum() - truth.sum()) < 1.0
 
 
 @pytest.mark.parametrize("scale,factor", [("log", 1.0), ("negative_log", -1.0),
@@ -223,7 +223,7 @@ def test_non_default_var_name():
     draws = read_dict({"obs_ll": ll, "log_lik": ll * 2}, method="mcmc")
     a = loo_adapt.loo(draws, var_name="obs_ll").loo_adapt
     b = loo_adapt.loo(ll).loo_adapt
-    np.testing.assert_array_equal(a.elpd_loo, b.elpd_loo)
+    np.testing.assert_array_equal(a.elpd_i, b.elpd_i)
 
 
 def test_estimator_mixis_without_program_or_draws_says_both():

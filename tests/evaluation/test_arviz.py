@@ -100,7 +100,7 @@ def test_loo_returns_installed_arviz_elpddata_matching_arviz():
     ELPDData = type(theirs)
     assert isinstance(ours, ELPDData)
     core = loo_pointwise(ll, r_eff=1.0)
-    np.testing.assert_array_equal(np.ravel(_elpd_i(ours)), core.elpd_loo)
+    np.testing.assert_array_equal(np.ravel(_elpd_i(ours)), core.elpd_i)
     np.testing.assert_allclose(np.ravel(_elpd_i(ours)), np.ravel(_elpd_i(theirs)),
                                atol=1e-8 if EXACT else 0.2)
     np.testing.assert_allclose(
@@ -117,9 +117,9 @@ def test_pointwise_arrays_kept_and_equal_to_core():
     ll = _simulated_log_lik(seed=5)
     res = loo_adapt.loo(ll)
     core = loo_pointwise(ll)
-    np.testing.assert_array_equal(res.loo_adapt.elpd_loo, core.elpd_loo)
-    np.testing.assert_array_equal(res.loo_adapt.mcse_elpd_loo, core.mcse_elpd_loo)
-    np.testing.assert_array_equal(khat_from_elpd_data(res), core.khat)
+    np.testing.assert_array_equal(res.loo_adapt.elpd_i, core.elpd_i)
+    np.testing.assert_array_equal(res.loo_adapt.mcse_elpd_i, core.mcse_elpd_i)
+    np.testing.assert_array_equal(khat_from_elpd_data(res), core.pareto_k)
 
 
 def test_cmdstan_csv_through_loo_matches_arviz_on_same_log_lik():
@@ -130,7 +130,7 @@ def test_cmdstan_csv_through_loo_matches_arviz_on_same_log_lik():
     theirs = _arviz_loo_ll(draws.log_lik(), reff=1.0)
     np.testing.assert_allclose(np.ravel(_elpd_i(res)), np.ravel(_elpd_i(theirs)),
                                atol=1e-8 if EXACT else 0.01)
-    assert int(np.sum(res.loo_adapt.khat > 0.7)) == 29  # as the fixture README states
+    assert int(np.sum(res.loo_adapt.pareto_k > 0.7)) == 29  # as the fixture README states
 
 
 # --------------------------------------------------------------------------- layout
@@ -181,13 +181,13 @@ def test_rows_without_posterior_weights_are_nan_with_reason():
     n = 5
     base = loo_pointwise(np.random.default_rng(0).normal(-1, 0.3, (1, 400, n)), r_eff=1.0)
     res = base.to_result()
-    res = PointwiseLoo(**{**{f: getattr(res, f) for f in ("elpd_loo", "p_loo", "lpd",
-                                                          "mcse_elpd_loo", "khat",
-                                                          "khat_threshold", "n_samples",
+    res = PointwiseLoo(**{**{f: getattr(res, f) for f in ("elpd_i", "p_loo_i", "lpd_i",
+                                                          "mcse_elpd_i", "pareto_k",
+                                                          "good_k", "n_samples",
                                                           "r_eff")},
                           "method": np.array(["psis", "mixis", "psis", "refit", "ll"],
                                              dtype=object),
-                          "khat_after": np.array([0.1, np.nan, 0.2, np.nan, 0.3])})
+                          "pareto_k_after": np.array([0.1, np.nan, 0.2, np.nan, 0.3])})
     out = to_elpd_data(res, log_weights=base.log_weights)
     lw = log_weights_matrix(out.log_weights)
     assert np.isnan(lw[:, [1, 3, 4]]).all() and np.isfinite(lw[:, [0, 2]]).all()
@@ -210,7 +210,7 @@ def test_repr_pickle_copy():
     back = pickle.loads(pickle.dumps(ours))
     assert type(back) is type(ours)
     assert isinstance(pointwise_from_elpd_data(back), PointwiseLoo)
-    np.testing.assert_array_equal(back.loo_adapt.elpd_loo, ours.loo_adapt.elpd_loo)
+    np.testing.assert_array_equal(back.loo_adapt.elpd_i, ours.loo_adapt.elpd_i)
     assert back.summary() == ours.summary()
     for dup in (ours.copy(), copy.deepcopy(ours), copy.copy(ours)):
         assert type(dup) is type(ours)

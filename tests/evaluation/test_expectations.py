@@ -93,7 +93,7 @@ def test_rows_of_other_estimators_use_their_own_draws_or_are_nan():
     y, ll, yrep = _normal_model(seed=4, n=5, draws=1000)
     base = loo_pointwise(ll, r_eff=1.0)
     r0 = base.to_result()
-    fields = ("elpd_loo", "p_loo", "lpd", "mcse_elpd_loo", "khat", "khat_threshold",
+    fields = ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "good_k",
               "n_samples", "r_eff")
     res = PointwiseLoo(**{f: getattr(r0, f) for f in fields},
                        method=np.array(["psis", "mixis", "psis", "psis", "refit"], dtype=object))

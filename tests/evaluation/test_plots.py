@@ -71,9 +71,9 @@ def make_result(with_candidates=True):
         candidates[5]["khat"] = float("nan")  # a failed candidate is not drawn
     y = rng.integers(0, 2, N)
     return PointwiseLoo(
-        elpd_loo=rng.normal(-0.5, 0.2, N), p_loo=np.full(N, 0.1), lpd=np.full(N, -0.4),
-        mcse_elpd_loo=np.full(N, 0.01), khat=khat, khat_threshold=0.7, n_samples=4000,
-        r_eff=1.0, khat_after=after, method=method, loo_prob=rng.uniform(0.05, 0.95, N),
+        elpd_i=rng.normal(-0.5, 0.2, N), p_loo_i=np.full(N, 0.1), lpd_i=np.full(N, -0.4),
+        mcse_elpd_i=np.full(N, 0.01), pareto_k=khat, good_k=0.7, n_samples=4000,
+        r_eff=1.0, pareto_k_after=after, method=method, loo_prob=rng.uniform(0.05, 0.95, N),
         y=y, candidates=candidates,
     )
 
@@ -86,7 +86,7 @@ def test_plot_khat_pointwise_loo(tmp_path):
     sc = scatters(ax)
     before = sc[0]
     assert before.get_offsets().shape == (N, 2)
-    np.testing.assert_array_equal(before.get_offsets()[:, 1], res.khat)
+    np.testing.assert_array_equal(before.get_offsets()[:, 1], res.pareto_k)
     np.testing.assert_array_equal(before.get_facecolors()[0], to_rgba("black"))
     # one collection per non-PSIS estimator, one point each, coloured as in Fig. S.2
     by_color = {tuple(np.round(c.get_facecolors()[0], 6)) if len(c.get_facecolors()) else
@@ -117,11 +117,11 @@ def test_plot_khat_pointwise_loo(tmp_path):
 
 def test_plot_khat_array_and_loo_adapt_attribute(tmp_path):
     res = make_result()
-    ax = plots.plot_khat(res.khat, threshold=0.5)
+    ax = plots.plot_khat(res.pareto_k, threshold=0.5)
     save_and_check(ax, tmp_path / "arr.png")
     assert len(scatters(ax)) == 1
     assert len(scatters(ax)[0].get_offsets()) == N
-    expected = sorted(f"{k:.2f}" for k in res.khat if k > 0.5)
+    expected = sorted(f"{k:.2f}" for k in res.pareto_k if k > 0.5)
     assert sorted(t.get_text() for t in ax.texts) == expected
     assert [ln.get_ydata()[0] for ln in ax.lines] == [0.5]
 
@@ -133,7 +133,7 @@ def test_plot_khat_array_and_loo_adapt_attribute(tmp_path):
     assert len(ax2.texts) == 4
 
     # after/method given explicitly to an array behave like the PointwiseLoo fields
-    ax3 = plots.plot_khat(res.khat, after=res.khat_after, method=res.method)
+    ax3 = plots.plot_khat(res.pareto_k, after=res.pareto_k_after, method=res.method)
     assert sorted(t.get_text() for t in ax3.texts) == ["0.45", "0.62", "0.77", "0.84"]
 
 
@@ -222,7 +222,7 @@ def test_plot_khat_candidates(tmp_path):
     save_and_check(ax, tmp_path / "cand.png")
     sc = scatters(ax)
     assert len(sc[0].get_offsets()) == 4  # originals of the 4 observations with candidates
-    np.testing.assert_array_equal(sc[0].get_offsets()[:, 1], res.khat[[3, 11, 25, 33]])
+    np.testing.assert_array_equal(sc[0].get_offsets()[:, 1], res.pareto_k[[3, 11, 25, 33]])
     cand = res.candidates
     colours = {"kl": "tab:green", "var": "tab:blue", "ll": "tab:orange", "mm1": "tab:red"}
     for coll, t in zip(sc[1:], ["kl", "var", "ll", "mm1"]):
@@ -250,7 +250,7 @@ def test_plot_khat_candidates(tmp_path):
 
 def test_plot_khat_candidates_list_and_holdout():
     res = make_result()
-    ax = plots.plot_khat_candidates(res.candidates, res.khat, threshold=0.6, use_holdout=True)
+    ax = plots.plot_khat_candidates(res.candidates, res.pareto_k, threshold=0.6, use_holdout=True)
     sc = scatters(ax)
     assert sum(len(c.get_offsets()) for c in sc[1:]) == len(res.candidates)
     assert "held-out" in ax.get_ylabel()
@@ -324,14 +324,14 @@ def test_plot_khat_hist(tmp_path):
     assert len(bars) == 10
     assert sum(b.get_height() for b in bars) == N
     edges = np.histogram_bin_edges(
-        np.r_[res.khat, res.khat_after[np.isfinite(res.khat_after)], 0.7], bins=10)
+        np.r_[res.pareto_k, res.pareto_k_after[np.isfinite(res.pareto_k_after)], 0.7], bins=10)
     np.testing.assert_array_equal([b.get_height() for b in bars],
-                                  np.histogram(res.khat, edges)[0])
+                                  np.histogram(res.pareto_k, edges)[0])
     assert any(type(p).__name__ == "Polygon" for p in ax.patches)  # the "after" outline
     vl = [ln for ln in ax.lines if np.allclose(ln.get_xdata(), 0.7)]
     assert len(vl) == 1
     assert "hat{k}" in ax.get_xlabel() and ax.get_ylabel() == "number of observations"
-    ax2 = plots.plot_khat_hist(res.khat, threshold=0.5, bins=5)
+    ax2 = plots.plot_khat_hist(res.pareto_k, threshold=0.5, bins=5)
     assert len(ax2.patches) == 5
 
 
@@ -356,12 +356,12 @@ def test_plot_calibration(tmp_path):
 def test_thresholds_come_from_the_number_of_draws():
     res = make_result()
     thr_1000 = 1.0 - 1.0 / 3.0  # min(1 - 1/log10(1000), 0.7)
-    ax = plots.plot_khat_hist(res.khat, n_samples=1000)
+    ax = plots.plot_khat_hist(res.pareto_k, n_samples=1000)
     assert [ln.get_xdata()[0] for ln in ax.lines] == pytest.approx([thr_1000])
     assert "threshold 0.67" in legend_texts(ax)
-    ax = plots.plot_khat_candidates(res.candidates, res.khat, n_samples=1000)
+    ax = plots.plot_khat_candidates(res.candidates, res.pareto_k, n_samples=1000)
     assert [ln.get_ydata()[0] for ln in ax.lines] == pytest.approx([thr_1000])
-    ax = plots.plot_khat(res.khat, n_samples=1000)
+    ax = plots.plot_khat(res.pareto_k, n_samples=1000)
     assert [ln.get_ydata()[0] for ln in ax.lines] == pytest.approx([thr_1000])
     # a result computed from S = 1000 draws carries its threshold into every k-hat plot
     rng = np.random.default_rng(0)
@@ -397,9 +397,9 @@ def _crowded_result(n=200, seed=0):
     cands = [{"i": int(i), "transform": t, "rho": r, "khat": float(rng.uniform(0.2, 1.0))}
              for i in np.flatnonzero(khat > 0.7) for t in ("kl", "ll") for r in (0.1, 1.0)]
     return PointwiseLoo(
-        elpd_loo=np.full(n, -1.0), p_loo=np.full(n, 0.1), lpd=np.full(n, -0.9),
-        mcse_elpd_loo=np.full(n, 0.01), khat=khat, khat_threshold=0.67, n_samples=1000,
-        r_eff=1.0, khat_after=after, method=method, candidates=cands)
+        elpd_i=np.full(n, -1.0), p_loo_i=np.full(n, 0.1), lpd_i=np.full(n, -0.9),
+        mcse_elpd_i=np.full(n, 0.01), pareto_k=khat, good_k=0.67, n_samples=1000,
+        r_eff=1.0, pareto_k_after=after, method=method, candidates=cands)
 
 
 def test_labels_do_not_overlap_at_n_200(tmp_path):

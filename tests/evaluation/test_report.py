@@ -64,8 +64,8 @@ def test_summary_numbers_match_arviz(one_chain):
     pw = res.loo_adapt
     n = pw.n_obs
     # the same PSIS as arviz with r_eff = 1
-    np.testing.assert_allclose(pw.elpd_loo, ref.loo_i.values, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(pw.khat, ref.pareto_k.values, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(pw.elpd_i, ref.loo_i.values, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(pw.pareto_k, ref.pareto_k.values, rtol=0, atol=1e-10)
     text = format_summary(pw)
     est = pw.estimates()
     # R loo's SE uses the n - 1 variance: sqrt(n / (n - 1)) times arviz's
@@ -86,9 +86,9 @@ def test_summary_numbers_match_arviz(one_chain):
 def test_khat_table_counts(adapted):
     pw = adapted.loo_adapt
     text = format_summary(pw)
-    thr = pw.khat_threshold
-    k0 = pw.khat
-    after = np.array(pw.khat_after, dtype=float)
+    thr = pw.good_k
+    k0 = pw.pareto_k
+    after = np.array(pw.pareto_k_after, dtype=float)
     no_khat = np.isin(pw.method.astype(str), ("mixis", "refit"))
     assert no_khat.any() and (pw.method != "psis").sum() > no_khat.sum()  # both kinds present
     good = _row(text, f"(-Inf, {thr:.2f}]")
@@ -118,9 +118,9 @@ def test_khat_table_counts(adapted):
         i = int(i)
         assert int(stan_i) == i + 1 and m == pw.method[i]  # Stan's log_lik is 1-based
         if m in ("mixis", "refit"):  # the failed check is the MCSE, there is no k-hat
-            assert "k-hat" not in why and f"MCSE {pw.mcse_elpd_loo[i]:.2f}" in why
+            assert "k-hat" not in why and f"MCSE {pw.mcse_elpd_i[i]:.2f}" in why
         else:  # the first failed check, then what later stages tried (";"-joined)
-            assert why.split("; ")[0] == f"k-hat {pw.khat_after[i]:.2f} > {thr:.2f}"
+            assert why.split("; ")[0] == f"k-hat {pw.pareto_k_after[i]:.2f} > {thr:.2f}"
     assert "Every observation has a reliable estimate." not in text
 
 
@@ -132,8 +132,8 @@ def test_pointwise_table(adapted):
               int(np.flatnonzero(pw.method == "psis")[0])):
         fields = lines[i + 1].split()
         assert int(fields[0]) == i and fields[1] == pw.method[i]
-        assert float(fields[-4]) == round(pw.elpd_loo[i], 4)
-        assert float(fields[-3]) == round(pw.mcse_elpd_loo[i], 4)
+        assert float(fields[-4]) == round(pw.elpd_i[i], 4)
+        assert float(fields[-3]) == round(pw.mcse_elpd_i[i], 4)
         assert float(fields[-2]) == round(pw.loo_prob[i], 4)
         assert fields[-1] == ("yes" if pw.reliable[i] else "NO")
         if pw.method[i] == "mixis":  # no k-hat after, ESS shown instead
@@ -154,7 +154,7 @@ def test_save_report_round_trip(adapted, tmp_path):
         raise AssertionError(f"results.json holds the non-JSON constant {name}")
 
     data = json.loads(raw, parse_constant=no_constants)  # strict JSON: no NaN / Infinity
-    assert data["khat_threshold"] == pw.khat_threshold
+    assert data["good_k"] == pw.good_k
     assert data["n_samples"] == pw.n_samples
     assert data["estimates"] == pytest.approx(pw.estimates(), rel=0, abs=0)
     assert data["versions"]["arviz"] == az.__version__
@@ -166,7 +166,7 @@ def test_save_report_round_trip(adapted, tmp_path):
             assert stored == ["NaN" if np.isnan(v) else float(v) for v in orig], name
         else:
             assert stored == orig.tolist(), name
-    assert "NaN" in data["pointwise"]["khat_after"]  # MixIS has no k-hat
+    assert "NaN" in data["pointwise"]["pareto_k_after"]  # MixIS has no k-hat
     assert len(data["candidates"]) == len(pw.candidates)
     back = load_results(tmp_path)  # every field exactly: tests/faults/test_report_faults.py
     for name in POINTWISE_FIELDS:

@@ -82,8 +82,8 @@ def test_latin1_comments_are_read_like_the_original(tmp_path, capsys):
     rc_a, _, err_a = _run(capsys, *_evaluate(lat, tmp_path / "a"))
     rc_b, _, _ = _run(capsys, *_evaluate(SAMPLE, tmp_path / "b"))
     assert rc_a == rc_b == 3 and "Traceback" not in err_a
-    a = json.loads((tmp_path / "a" / "results.json").read_text())["pointwise"]["elpd_loo"]
-    b = json.loads((tmp_path / "b" / "results.json").read_text())["pointwise"]["elpd_loo"]
+    a = json.loads((tmp_path / "a" / "results.json").read_text())["pointwise"]["elpd_i"]
+    b = json.loads((tmp_path / "b" / "results.json").read_text())["pointwise"]["elpd_i"]
     assert a == b
 
 
@@ -162,7 +162,7 @@ def test_library_options_checked_before_work():
             loo_adapt.loo(ll, **kwargs)
     # in range: the numbers are R loo's (k-hat counts use the given threshold)
     res = loo_adapt.loo(ll, khat_threshold=1.0).loo_adapt
-    assert res.khat_threshold == 1.0 and res.reliable.tolist() == (res.khat <= 1.0).tolist()
+    assert res.good_k == 1.0 and res.reliable.tolist() == (res.pareto_k <= 1.0).tolist()
 
 
 def test_enospc_while_writing_figures_keeps_the_old_report(tmp_path, capsys, monkeypatch):
@@ -245,7 +245,7 @@ def test_rerun_into_a_folder_replaces_the_previous_run(tmp_path, capsys):
                     "--out", out, "-q", "--no-adapt", "--threshold", "1")
     assert rc == 3  # 2 observations have k-hat above 1 (fixture README: k-hat up to 1.2)
     results = json.loads((out / "results.json").read_text())
-    assert results["khat_threshold"] == 1.0
+    assert results["good_k"] == 1.0
     assert read_manifest(out)["files"][0]["name"] == "summary.txt"
     assert (out / "mine.txt").read_text() == "keep"
 
@@ -256,11 +256,11 @@ def test_reasons_and_indices_in_the_printed_summary(tmp_path, capsys):
                           "logistic", "--no-adapt", "--out", tmp_path / "rep")
     with pytest.warns(UserWarning):
         res = loo_adapt.loo(str(SAMPLE)).loo_adapt  # the library, outside the CLI
-    bad = np.flatnonzero(res.khat > res.khat_threshold)
+    bad = np.flatnonzero(res.pareto_k > res.good_k)
     assert rc == 3 and bad.size > 20
     for i in bad[:20]:
-        assert (f"{i:>5d}  log_lik[{i + 1}]  psis: k-hat {res.khat[i]:.2f} > "
-                f"{res.khat_threshold:.2f}") in printed
+        assert (f"{i:>5d}  log_lik[{i + 1}]  psis: k-hat {res.pareto_k[i]:.2f} > "
+                f"{res.good_k:.2f}") in printed
     assert f"({bad.size} in all" in printed
 
 
@@ -349,9 +349,9 @@ def test_reliable_rows_agree_with_truth(tmp_path, capsys):
     res = loo_adapt.report.load_results(tmp_path / "rep")
     truth = np.loadtxt(TRUTH, delimiter=",", skiprows=1)
     ok = res.reliable
-    err = np.abs(res.elpd_loo[ok] - truth[ok, 1])
+    err = np.abs(res.elpd_i[ok] - truth[ok, 1])
     assert ok.sum() >= 25
-    assert np.all(err <= 4 * np.hypot(res.mcse_elpd_loo[ok], truth[ok, 2]) + 1e-3)
+    assert np.all(err <= 4 * np.hypot(res.mcse_elpd_i[ok], truth[ok, 2]) + 1e-3)
     shutil.rmtree(tmp_path / "rep")
 
 
@@ -412,6 +412,6 @@ def test_absurd_log_lik_is_a_clear_error_or_the_right_flagged_number():
     ll[0, 0, 3] = -1e300
     with pytest.warns(UserWarning):
         res = loo_adapt.loo(ll).loo_adapt
-    assert res.elpd_loo[3] == pytest.approx(-1e300, rel=1e-12)
-    assert not res.reliable[3] and res.khat[3] > 1
-    assert np.isfinite(res.elpd_loo[np.arange(54) != 3]).all()
+    assert res.elpd_i[3] == pytest.approx(-1e300, rel=1e-12)
+    assert not res.reliable[3] and res.pareto_k[3] > 1
+    assert np.isfinite(res.elpd_i[np.arange(54) != 3]).all()

@@ -106,10 +106,10 @@ def test_each_fault_marks_its_row_and_the_run_continues(tmp_path):
     # the survivors are right, and exactly what a serial run gives
     for pos in (0, 5):
         i = idx[pos]
-        assert abs(res.elpd_loo[pos] - exact_elpd(i)) < 4 * res.mcse_elpd_loo[pos]
+        assert abs(res.elpd_i[pos] - exact_elpd(i)) < 4 * res.mcse_elpd_i[pos]
         serial = refit_loo([i], refit_fn=conj_refit, seed=3, n_jobs=1, progress=False)
-        assert serial.elpd_loo[0] == res.elpd_loo[pos]
-    assert np.isnan(res.elpd_loo[1:5]).all()
+        assert serial.elpd_i[0] == res.elpd_i[pos]
+    assert np.isnan(res.elpd_i[1:5]).all()
     # a dead worker is retried once (two calls), the hung worker was terminated
     seen = calls(tmp_path)
     assert sum(i == 4 for i, _ in seen) == 2
@@ -132,7 +132,7 @@ def test_checkpoint_resume_skips_finished_rows(tmp_path):
                       progress=False)
     assert again.status[1] == "error"
     assert sorted(i for i, _ in calls(log2)) == [1]
-    np.testing.assert_array_equal(again.elpd_loo[[0, 2]], first.elpd_loo[[0, 2]])
+    np.testing.assert_array_equal(again.elpd_i[[0, 2]], first.elpd_i[[0, 2]])
     np.testing.assert_array_equal(again.log_lik[0], first.log_lik[0])
     assert again.reliable[[0, 2]].all()
     # another run's settings must not pick up these rows
@@ -215,7 +215,7 @@ def test_signal_stops_workers_and_keeps_finished_refits(tmp_path, sig):
     assert sorted(i for i, _ in calls(log2)) == sorted(set(range(8)) - set(saved))
     assert res.reliable.all()
     exact = np.array([exact_elpd(i) for i in range(8)])
-    assert np.all(np.abs(res.elpd_loo - exact) < 4 * res.mcse_elpd_loo)
+    assert np.all(np.abs(res.elpd_i - exact) < 4 * res.mcse_elpd_i)
 
 
 GUARDLESS = """

@@ -66,13 +66,13 @@ def _same(a, b) -> bool:
 def _extreme_result(cls=PointwiseLoo, **extra) -> PointwiseLoo:
     n = 6
     return cls(
-        elpd_loo=np.array([-0.5, -np.inf, np.nan, -1e300, -5e-324, -2.0]),
-        p_loo=np.array([0.1, np.inf, np.nan, 0.0, -0.0, 1e-17]),
-        lpd=np.array([-0.4, -1.0, -2.0, -3.0, -4.0, -5.0]),
-        mcse_elpd_loo=np.array([0.01, np.nan, np.inf, 0.0, 0.2, 0.3]),
-        khat=np.array([0.2, np.inf, -np.inf, np.nan, 0.71, 1.5]),
-        khat_threshold=0.7, n_samples=4000, r_eff=np.linspace(0.5, 1.0, n),
-        khat_after=np.array([0.2, np.nan, np.nan, np.nan, 0.69, np.inf]),
+        elpd_i=np.array([-0.5, -np.inf, np.nan, -1e300, -5e-324, -2.0]),
+        p_loo_i=np.array([0.1, np.inf, np.nan, 0.0, -0.0, 1e-17]),
+        lpd_i=np.array([-0.4, -1.0, -2.0, -3.0, -4.0, -5.0]),
+        mcse_elpd_i=np.array([0.01, np.nan, np.inf, 0.0, 0.2, 0.3]),
+        pareto_k=np.array([0.2, np.inf, -np.inf, np.nan, 0.71, 1.5]),
+        good_k=0.7, n_samples=4000, r_eff=np.linspace(0.5, 1.0, n),
+        pareto_k_after=np.array([0.2, np.nan, np.nan, np.nan, 0.69, np.inf]),
         method=np.array(["psis", "mixis", "refit", "mm", "ll", "kl+ll"], dtype=object),
         rho=np.array([np.nan, np.nan, np.nan, np.nan, 0.125, 3.0]),
         loo_prob=np.array([0.5, 1.0, 0.0, np.nan, 0.25, 0.75]),
@@ -96,7 +96,7 @@ def test_load_results_round_trips_every_field(tmp_path):
     for f in dataclasses.fields(PointwiseLoo):
         assert _same(getattr(back, f.name), getattr(res, f.name)), f.name
     # the +inf k-hat stays +inf (it once came back NaN and moved to "no k-hat")
-    assert back.khat[1] == np.inf and back.mcse_total == 0.0421
+    assert back.pareto_k[1] == np.inf and back.mcse_total == 0.0421
     assert back.estimates()["mcse_elpd_loo"] == res.estimates()["mcse_elpd_loo"]
 
 
@@ -163,7 +163,7 @@ def test_enospc_part_way_keeps_the_old_report(fixture_loo, tmp_path, monkeypatch
         save_report(fixture_loo, tmp_path, name="new", n_boot=50)
     assert info.value.errno == errno.ENOSPC
     assert _snapshot(tmp_path) == before  # no staging folder, no lock, old files intact
-    assert load_results(tmp_path).khat.tolist() == fixture_loo.khat.tolist()
+    assert load_results(tmp_path).pareto_k.tolist() == fixture_loo.pareto_k.tolist()
 
 
 def test_enospc_while_writing_figures(fixture_loo, tmp_path, monkeypatch):
@@ -194,7 +194,7 @@ def test_real_full_disk_keeps_the_old_report(fixture_loo, small_disk):  # noqa: 
     assert _snapshot(small_disk) == before
     assert read_manifest(small_disk)["name"] == "old"
     back = load_results(small_disk)
-    assert np.array_equal(back.elpd_loo, fixture_loo.elpd_loo)
+    assert np.array_equal(back.elpd_i, fixture_loo.elpd_i)
 
 
 def test_reused_folder_holds_one_run_and_user_files(fixture_loo, tmp_path):
@@ -273,7 +273,7 @@ def test_two_processes_into_one_folder_never_mix(tmp_path):
     assert codes in ([0, 0], [0, 9])
     name = read_manifest(tmp_path)["name"]
     back = load_results(tmp_path)
-    assert np.all(back.elpd_loo == float(name))  # results.json from the run the manifest names
+    assert np.all(back.elpd_i == float(name))  # results.json from the run the manifest names
     assert (tmp_path / "summary.txt").read_text().startswith(f"{name}\n")
     assert not (tmp_path / LOCK).exists()
 
@@ -294,8 +294,8 @@ def test_fixture_report_agrees_with_the_truth_file(fixture_loo, tmp_path):
     truth = np.loadtxt(TRUTH, delimiter=",", skiprows=1)
     ok = back.reliable
     assert ok.sum() >= 20
-    err = np.abs(back.elpd_loo[ok] - truth[ok, 1])
-    assert np.all(err <= 4 * np.hypot(back.mcse_elpd_loo[ok], truth[ok, 2]) + 1e-3)
+    err = np.abs(back.elpd_i[ok] - truth[ok, 1])
+    assert np.all(err <= 4 * np.hypot(back.mcse_elpd_i[ok], truth[ok, 2]) + 1e-3)
 
 
 def test_results_written_by_the_previous_version_still_load(tmp_path):
@@ -311,6 +311,6 @@ def test_results_written_by_the_previous_version_still_load(tmp_path):
            "candidates": [{"i": 1, "transform": "ll", "rho": None, "khat": 0.9}]}
     (tmp_path / "results.json").write_text(json.dumps(old))
     back = load_results(tmp_path)
-    assert back.elpd_loo[0] == -0.5 and np.isnan(back.elpd_loo[1])
+    assert back.elpd_i[0] == -0.5 and np.isnan(back.elpd_i[1])
     assert back.method.tolist() == ["psis", "mixis"] and back.reliable.tolist() == [True, False]
     assert back.y.tolist() == [1.0, 0.0] and np.isnan(back.candidates[0]["rho"])

@@ -93,11 +93,11 @@ def test_refit_matches_brute_force_truth_and_parallel_equals_serial(program, cap
     np.testing.assert_array_equal(par.seeds, [53, 30, 9])
     np.testing.assert_array_equal(par.n_samples, 4000)
     t_elpd, t_se, t_p1 = truth[idx, 1], truth[idx, 2], truth[idx, 3]
-    tol = 4.0 * np.sqrt(par.mcse_elpd_loo**2 + t_se**2) + 0.01
-    assert np.all(np.abs(par.elpd_loo - t_elpd) < tol), (par.elpd_loo, t_elpd, tol)
-    assert np.all(par.mcse_elpd_loo > 0) and np.all(par.mcse_elpd_loo < 0.2)
+    tol = 4.0 * np.sqrt(par.mcse_elpd_i**2 + t_se**2) + 0.01
+    assert np.all(np.abs(par.elpd_i - t_elpd) < tol), (par.elpd_i, t_elpd, tol)
+    assert np.all(par.mcse_elpd_i > 0) and np.all(par.mcse_elpd_i < 0.2)
     assert np.all((par.ess > 200) & (par.ess < 16000))
-    p_tol = 4.0 * np.exp(t_elpd) * np.sqrt(par.mcse_elpd_loo**2 + t_se**2) + 0.005
+    p_tol = 4.0 * np.exp(t_elpd) * np.sqrt(par.mcse_elpd_i**2 + t_se**2) + 0.005
     assert np.all(np.abs(par.loo_prob - t_p1) < p_tol), (par.loo_prob, t_p1)
     # the time estimate is reported before the remaining refits, from the first one's time
     msgs = [r.getMessage() for r in caplog.records if r.name == "loo_adapt.stan.refit"]
@@ -107,8 +107,8 @@ def test_refit_matches_brute_force_truth_and_parallel_equals_serial(program, cap
     ser = refit_loo(idx, program, seed=7, n_jobs=1, progress=False)
     for a, b in zip(par.log_lik, ser.log_lik):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(par.elpd_loo, ser.elpd_loo)
-    np.testing.assert_array_equal(par.mcse_elpd_loo, ser.mcse_elpd_loo)
+    np.testing.assert_array_equal(par.elpd_i, ser.elpd_i)
+    np.testing.assert_array_equal(par.mcse_elpd_i, ser.mcse_elpd_i)
 
 
 def test_refit_fn_takes_precedence_and_program_supplies_y(program):
@@ -116,9 +116,9 @@ def test_refit_fn_takes_precedence_and_program_supplies_y(program):
     i0, i1 = int(np.flatnonzero(y == 0)[0]), int(np.flatnonzero(y == 1)[0])
     res = refit_loo([i0, i1], program, refit_fn=lambda i: np.log(np.full(40, 0.25)),
                     n_jobs=1, progress=False)
-    np.testing.assert_allclose(res.elpd_loo, np.log(0.25), rtol=1e-15)
+    np.testing.assert_allclose(res.elpd_i, np.log(0.25), rtol=1e-15)
     np.testing.assert_allclose(res.loo_prob, [0.75, 0.25], rtol=1e-15)
-    np.testing.assert_array_equal(res.mcse_elpd_loo, 0.0)  # constant likelihood
+    np.testing.assert_array_equal(res.mcse_elpd_i, 0.0)  # constant likelihood
     with pytest.raises(IndexError, match="N = 54"):
         refit_loo([54], program, progress=False)
 
@@ -173,13 +173,13 @@ def test_refit_fn_callable_parallel_serial_and_exact():
     idx = [3, 0, 6, 1]
     par = refit_loo(idx, refit_fn=conj_refit, seed=11, n_jobs=2, progress=False)
     ser = refit_loo(idx, refit_fn=conj_refit, seed=11, n_jobs=1, progress=False)
-    np.testing.assert_array_equal(par.elpd_loo, ser.elpd_loo)
+    np.testing.assert_array_equal(par.elpd_i, ser.elpd_i)
     np.testing.assert_array_equal(par.seeds, np.array(idx) + 11)
     exact = np.array([exact_elpd(i) for i in idx])
-    assert np.all(np.abs(par.elpd_loo - exact) < 4 * par.mcse_elpd_loo)
+    assert np.all(np.abs(par.elpd_i - exact) < 4 * par.mcse_elpd_i)
     assert np.isnan(par.loo_prob).all()  # not a binary outcome
     # an observation far from the others (y = 4.5) is the one with the largest error
-    assert par.mcse_elpd_loo[0] == par.mcse_elpd_loo.max()
+    assert par.mcse_elpd_i[0] == par.mcse_elpd_i.max()
 
 
 def test_refit_fn_fake_sampling_wrapper():
@@ -187,7 +187,7 @@ def test_refit_fn_fake_sampling_wrapper():
     res = refit_loo([6, 3], refit_fn=wrapper, n_jobs=1, progress=False)
     assert wrapper.calls == [6, 3]
     exact = np.array([exact_elpd(6), exact_elpd(3)])
-    assert np.all(np.abs(res.elpd_loo - exact) < 4 * res.mcse_elpd_loo)
+    assert np.all(np.abs(res.elpd_i - exact) < 4 * res.mcse_elpd_i)
     assert [a.shape for a in res.log_lik] == [(4, 500), (4, 500)]
 
     class Incomplete(FakeWrapper):
@@ -210,7 +210,7 @@ def test_refit_fn_errors_name_the_observation():
     assert res.reliable.tolist() == [True, False]
     assert res.status.tolist() == ["ok", "error"]
     assert "NaN" in res.reason[1] and "observation 2" in res.reason[1]
-    assert res.elpd_loo[0] == 0.0 and np.isnan(res.elpd_loo[1])
+    assert res.elpd_i[0] == 0.0 and np.isnan(res.elpd_i[1])
     with pytest.raises(ValueError, match="program= .* or refit_fn="):
         refit_loo([0], progress=False)
     with pytest.raises(ValueError, match="duplicates"):
@@ -248,7 +248,7 @@ def test_limits_leave_the_right_observations_out(monkeypatch, caplog):
     np.testing.assert_array_equal(res.refitted, [True, True, False, False, False])
     np.testing.assert_array_equal(res.not_refitted, [9, 1, 5])
     assert res.estimated_seconds_total == 50.0 and res.estimated_seconds_planned == 20.0
-    assert np.isnan(res.elpd_loo[2:]).all() and np.isfinite(res.elpd_loo[:2]).all()
+    assert np.isnan(res.elpd_i[2:]).all() and np.isfinite(res.elpd_i[:2]).all()
     msg = caplog.records[-1].getMessage()
     assert "took 10.00 s" in msg and "estimated 10.0 s for the remaining 1" in msg
     assert "all 5 would take about 50.0 s" in msg
@@ -284,41 +284,41 @@ def test_to_estimate_merged_into_pointwise_loo():
     rng = np.random.default_rng(3)
     lpd = -rng.uniform(0.1, 1.0, n)
     base = PointwiseLoo(
-        elpd_loo=lpd - 0.05, p_loo=np.full(n, 0.05), lpd=lpd, mcse_elpd_loo=np.full(n, 0.01),
-        khat=np.linspace(0.1, 1.2, n), khat_threshold=0.7, n_samples=1000, r_eff=1.0,
+        elpd_i=lpd - 0.05, p_loo_i=np.full(n, 0.05), lpd_i=lpd, mcse_elpd_i=np.full(n, 0.01),
+        pareto_k=np.linspace(0.1, 1.2, n), good_k=0.7, n_samples=1000, r_eff=1.0,
         method=np.array(["psis"] * n),  # a fixed-width string array must not truncate
     )
     y = (Y_CONJ > 0).astype(int)
     res = refit_loo([7, 1], refit_fn=conj_refit, y=y, seed=1, n_jobs=1, progress=False)
     assert isinstance(res, RefitResult)
     assert list(y[[7, 1]]) == [1, 0]
-    np.testing.assert_allclose(res.loo_prob, [np.exp(res.elpd_loo[0]),
-                                              1.0 - np.exp(res.elpd_loo[1])], rtol=1e-15)
-    khat = base.khat.copy()
+    np.testing.assert_allclose(res.loo_prob, [np.exp(res.elpd_i[0]),
+                                              1.0 - np.exp(res.elpd_i[1])], rtol=1e-15)
+    khat = base.pareto_k.copy()
     out = base.merge(res.to_estimate())
     assert out is not base
     assert list(out.method) == ["psis", "refit"] + ["psis"] * 5 + ["refit"]
-    np.testing.assert_array_equal(out.elpd_loo[[7, 1]], res.elpd_loo)
-    np.testing.assert_allclose(out.p_loo[[7, 1]], lpd[[7, 1]] - res.elpd_loo)
-    np.testing.assert_array_equal(out.mcse_elpd_loo[[7, 1]], res.mcse_elpd_loo)
+    np.testing.assert_array_equal(out.elpd_i[[7, 1]], res.elpd_i)
+    np.testing.assert_allclose(out.p_loo_i[[7, 1]], lpd[[7, 1]] - res.elpd_i)
+    np.testing.assert_array_equal(out.mcse_elpd_i[[7, 1]], res.mcse_elpd_i)
     np.testing.assert_array_equal(out.diagnostic[[7, 1]], res.ess)
-    assert np.isnan(out.khat_after[[7, 1]]).all() and np.isnan(out.diagnostic[0])
-    np.testing.assert_array_equal(out.khat, khat)
+    assert np.isnan(out.pareto_k_after[[7, 1]]).all() and np.isnan(out.diagnostic[0])
+    np.testing.assert_array_equal(out.pareto_k, khat)
     np.testing.assert_array_equal(out.loo_prob[[7, 1]], res.loo_prob)
     assert not out.unreliable[7]  # a refit is never flagged, whatever its k-hat was
     assert out.unreliable[6]
-    assert np.isclose(out.estimates()["elpd_loo"], out.elpd_loo.sum())
+    assert np.isclose(out.estimates()["elpd_loo"], out.elpd_i.sum())
     # outcomes known to the result only: loo_prob is still filled in
     with_y = PointwiseLoo(
-        elpd_loo=lpd.copy(), p_loo=np.zeros(n), lpd=lpd, mcse_elpd_loo=np.zeros(n),
-        khat=np.ones(n), khat_threshold=0.7, n_samples=1000, r_eff=1.0, y=y.astype(float),
+        elpd_i=lpd.copy(), p_loo_i=np.zeros(n), lpd_i=lpd, mcse_elpd_i=np.zeros(n),
+        pareto_k=np.ones(n), good_k=0.7, n_samples=1000, r_eff=1.0, y=y.astype(float),
     )
     res_no_y = refit_loo([7, 1], refit_fn=conj_refit, seed=1, n_jobs=1, progress=False)
     assert np.isnan(res_no_y.loo_prob).all()
     np.testing.assert_allclose(with_y.merge(res_no_y.to_estimate(y=with_y.y)).loo_prob[[7, 1]],
                                res.loo_prob, rtol=1e-15)
-    small = PointwiseLoo(elpd_loo=np.zeros(3), p_loo=np.zeros(3), lpd=np.zeros(3),
-                         mcse_elpd_loo=np.zeros(3), khat=np.zeros(3), khat_threshold=0.7,
+    small = PointwiseLoo(elpd_i=np.zeros(3), p_loo_i=np.zeros(3), lpd_i=np.zeros(3),
+                         mcse_elpd_i=np.zeros(3), pareto_k=np.zeros(3), good_k=0.7,
                          n_samples=10, r_eff=1.0)
     with pytest.raises(IndexError, match="3 observations"):
         small.merge(res.to_estimate())
@@ -334,12 +334,12 @@ def test_thread_executor_and_default_pool_equal_serial():
         thr = refit_loo(idx, refit_fn=conj_refit, seed=13, executor=ex, progress=False)
     default = refit_loo(idx, refit_fn=conj_refit, seed=13, progress=False)
     for res in (thr, default):
-        np.testing.assert_array_equal(res.elpd_loo, ser.elpd_loo)
-        np.testing.assert_array_equal(res.mcse_elpd_loo, ser.mcse_elpd_loo)
+        np.testing.assert_array_equal(res.elpd_i, ser.elpd_i)
+        np.testing.assert_array_equal(res.mcse_elpd_i, ser.mcse_elpd_i)
         assert res.reliable.all()
     assert thr.workers == 2
     exact = np.array([exact_elpd(i) for i in idx])
-    assert np.all(np.abs(ser.elpd_loo - exact) < 4 * ser.mcse_elpd_loo)
+    assert np.all(np.abs(ser.elpd_i - exact) < 4 * ser.mcse_elpd_i)
 
 
 def sleepy_refit(i, seed):
@@ -373,7 +373,7 @@ def test_dask_local_cluster_runs_the_refits_on_its_workers():
             distributed.Client(cluster) as client:
         res = refit_loo(idx, refit_fn=conj_refit, seed=5, executor=client, progress=False)
         worker_pids = set(client.run(os.getpid).values())
-    np.testing.assert_array_equal(res.elpd_loo, ser.elpd_loo)
+    np.testing.assert_array_equal(res.elpd_i, ser.elpd_i)
     assert res.reliable.all() and res.workers == 2
     assert len(worker_pids) == 2 and os.getpid() not in worker_pids
 
@@ -426,7 +426,7 @@ def test_compile_once_and_estimate_from_a_refit_that_did_not_compile(program):
     assert res.estimated_seconds_planned == first * (1 + 2)
     # exact held-out density of N(0.5 | mu, 1), mu ~ N(0, 1): N(0.5 | 0, 2)
     exact = stats.norm.logpdf(0.5, scale=np.sqrt(2.0))
-    assert np.all(np.abs(res.elpd_loo - exact) < 4 * res.mcse_elpd_loo)
+    assert np.all(np.abs(res.elpd_i - exact) < 4 * res.mcse_elpd_i)
 
 
 @pytest.mark.parametrize("cores,chains,n_jobs,expect", [
@@ -463,7 +463,7 @@ def test_unconverged_refit_fn_is_reported_never_reliable():
             i, seed), n_jobs=1, progress=False)
     assert res.reliable.tolist() == [True, False]
     assert res.status[1] == "unconverged" and "R-hat" in res.reason[1]
-    assert np.isfinite(res.elpd_loo[1])  # the estimate is kept, flagged
+    assert np.isfinite(res.elpd_i[1])  # the estimate is kept, flagged
     assert res.rhat[1] > 1.5 and res.rhat[0] < 1.01
 
 
@@ -477,8 +477,8 @@ def test_short_program_refit_is_rerun_longer_then_reported(program):
     assert res.seeds[0] == 3 + 46 + refit_mod.RETRY_SEED_OFFSET  # the longer rerun
     assert res.n_samples[0] == 2 * 40
     base = PointwiseLoo(
-        elpd_loo=np.zeros(54), p_loo=np.zeros(54), lpd=np.zeros(54),
-        mcse_elpd_loo=np.zeros(54), khat=np.ones(54), khat_threshold=0.7, n_samples=4000,
+        elpd_i=np.zeros(54), p_loo_i=np.zeros(54), lpd_i=np.zeros(54),
+        mcse_elpd_i=np.zeros(54), pareto_k=np.ones(54), good_k=0.7, n_samples=4000,
         r_eff=1.0)
     out = base.merge(res.to_estimate())
     assert not out.reliable[46] and out.method[46] == "refit"
@@ -510,7 +510,7 @@ def test_mixis_chains_as_separate_jobs_checkpointed_and_right(program, tmp_path)
     # the mixture estimate from the combined chains agrees with the brute-force truth
     est = mixis_loo(mix.log_lik())
     t_total, t_se = truth[:, 1].sum(), np.sqrt(np.sum(truth[:, 2] ** 2))
-    assert abs(est.elpd_loo.sum() - t_total) < 4 * np.hypot(est.mcse_total, t_se) + 0.05
+    assert abs(est.elpd_i.sum() - t_total) < 4 * np.hypot(est.mcse_total, t_se) + 0.05
     # the default local pool gives the same chains (same seeds), and a rerun with the
     # checkpoint fits nothing
     local = program.fit(mixis=True, seed=3, chains=2, draws=1000, warmup=500, n_jobs=2)
