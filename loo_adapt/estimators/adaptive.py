@@ -391,10 +391,11 @@ def adaptive_estimate(
     _check_prior(model, theta, hyper, ll_theta, draws)
     offset = draws.log_ratio_offset()
     post_sd = posterior_sd(theta)
-    log_prior_theta = model.log_prior(theta, hyper)
     # mu linear in the block (no Hessian): transformed predictors come from products
     linear = bool(getattr(model, "hessian_is_zero", False))
     gaussian = model.gaussian_prior(theta, hyper) if linear else None
+    # with a Gaussian prior every prior change is a product (`log_prior_change_along`)
+    log_prior_theta = None if gaussian is not None else model.log_prior(theta, hyper)
     ll_sum_theta = ll_theta.sum(axis=1)
     y = np.asarray(model.y, dtype=float)
     sign = 2.0 * y - 1.0

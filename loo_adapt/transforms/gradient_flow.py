@@ -138,8 +138,11 @@ def log1p_abs(x: np.ndarray) -> np.ndarray:
     """log|1 + x|, accurate for tiny x (log1p) and defined for x < -1."""
     x = np.asarray(x, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        small = np.abs(x) < 0.5
-        return np.where(small, np.log1p(np.where(small, x, 0.0)), np.log(np.abs(1.0 + x)))
+        out = np.log1p(x)  # exact to rounding for every x > -1
+        flipped = ~(x > -1.0)
+        if flipped.any():
+            out = np.where(flipped, np.log(np.abs(1.0 + x)), out)
+        return out
 
 
 def posterior_sd(theta: np.ndarray) -> np.ndarray:

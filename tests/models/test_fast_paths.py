@@ -70,3 +70,14 @@ def test_affine_direction_products_match_the_dense_direction(hierarchical):
     ref_b, ref_q = model.log_prior_change_along(theta, direction, hyper)
     np.testing.assert_allclose(b, ref_b, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(q, ref_q, rtol=1e-12, atol=1e-13)
+
+
+def test_log1p_abs_matches_its_definition():
+    from loo_adapt.transforms.gradient_flow import log1p_abs
+
+    x = np.array([-1e-300, -1e-12, 3e-17, 0.3, -0.7, 5.0, 1e200, -1.0, -1.5, -1e10, np.nan])
+    with np.errstate(divide="ignore"):
+        ref = np.log(np.abs(np.float64(1.0) + x))
+    small = np.abs(x) < 1e-3
+    ref[small] = x[small] - x[small] ** 2 / 2  # log1p to two terms: exact here to 1 ulp
+    np.testing.assert_allclose(log1p_abs(x), ref, rtol=1e-15)
