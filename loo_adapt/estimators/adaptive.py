@@ -144,12 +144,12 @@ def _loglik_steps(mu, scale, dmu, hs, sign, i, v0, e0):
     every draw (a direction that is a per-draw scale times a fixed row needs no (S, n)
     array).  Returns (sum_j log l_j, log l_i), each (K, S) for K = len(hs).  mu is read
     once for all steps and draws are split across threads.  For a draw and step whose
-    every |h D_sj| is below `_TAYLOR_MAX` the sum comes from the fifth-order expansion
-    around mu (error < 4e-16 per term) with ``(v0, e0) = _logsig_at(mu, sign)`` (pass
+    every |h D_sj| is below `_TAYLOR_MAX` the sum and log l_i come from the fifth-order
+    expansion around mu (error < 4e-16 per term) with ``(v0, e0) = _logsig_at(mu, sign)`` (pass
     empty arrays to turn it off); otherwise it is -(sum_j max(t_j, 0) + log prod_j (1 +
     exp(-|t_j|))): one vectorised exp per term and one log per draw and step (the
-    product of at most `_PROD_CHUNK` factors in [1, 2] cannot overflow).  log l_i is
-    computed on its own with libm's exp and log1p.
+    product of at most `_PROD_CHUNK` factors in [1, 2] cannot overflow), and log l_i with
+    libm's exp and log1p.
     """
     n_draws, n_obs = mu.shape
     n_steps = hs.size
@@ -171,16 +171,22 @@ def _loglik_steps(mu, scale, dmu, hs, sign, i, v0, e0):
         for j in range(n_obs):
             d_top = max(d_top, abs(f * d_row[j]))
         taylor = h_min * d_top < _TAYLOR_MAX  # some step of this draw is small enough
+        v0_i = 0.0
         if taylor:
             _taylor_coefficients(mu[s], e0[s], f, d_row, sign, coef)
+            u = sign[i] * mu[s, i]
+            v0_i = -(max(-u, 0.0) + math.log1p(e0[s, i]))
         for k in range(n_steps):
             if taylor and abs(hs[k]) * d_top < _TAYLOR_MAX:
                 total[k, s] = v0[s] + _taylor_sum(hs[k], coef)
+                du = hs[k] * coef[0, i]
+                column[k, s] = v0_i + du * (coef[1, i] + du * (coef[2, i] + du * (
+                    coef[3, i] + du * (coef[4, i] + du * coef[5, i]))))
             else:
                 _softplus_parts(mu[s], f, d_row, hs[k], sign, pos, one)
                 total[k, s] = -_sum_and_log_prod(pos, one)
-            t = -sign[i] * (mu[s, i] + hs[k] * (f * d_row[i]))
-            column[k, s] = -(max(t, 0.0) + math.log1p(math.exp(-abs(t))))
+                t = -sign[i] * (mu[s, i] + hs[k] * (f * d_row[i]))
+                column[k, s] = -(max(t, 0.0) + math.log1p(math.exp(-abs(t))))
     return total, column
 
 
