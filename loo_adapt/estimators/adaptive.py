@@ -451,7 +451,9 @@ def adaptive_estimate(
     per_row = 1 + len(transforms) * rho.size
     block = max(1, _BLOCK_COLUMNS // per_row)
     for start in range(0, rows.size, block):
-        built = [row_candidates(int(i), **shared) for i in rows[start : start + block]]
+        affine_cache = _affine_directions(rows[start : start + block], **shared)
+        built = [row_candidates(int(i), **shared, affine_cache=affine_cache)
+                 for i in rows[start : start + block]]
         pre = _block_estimates(built, rows[start : start + block], base.r_eff, halves,
                                selection)
         for i, (names, rhos, cand, log_full), est in zip(rows[start : start + block], built,
@@ -496,22 +498,56 @@ def adaptive_estimate(
 _BLOCK_COLUMNS = 512
 
 
+#: columns (rows x observations) of one batched product of affine directions
+_AFFINE_COLUMNS = 2048
+
+
+def _affine_directions(rows, *, model, theta, hyper, terms, post_sd, log_weights, gaussian,
+                       transforms, linear, **_unused):
+    """(name, i) -> (step, dmu (S, n), prior line) for the transforms whose direction is
+    affine in theta (MM2: D = theta * a + c) of the observations ``rows``: their linear
+    predictors in one matrix product per `_AFFINE_COLUMNS` columns and their prior changes
+    in one pass over theta, instead of one product and one pass per row."""
+    if not (linear and "mm2" in transforms and rows.size
+            and hasattr(model, "linear_predictor_affine")
+            and hasattr(model, "log_prior_change_affine")):
+        return {}
+    out = {}
+    chunk = max(1, _AFFINE_COLUMNS // model.n_obs)
+    for start in range(0, rows.size, chunk):
+        part = [int(i) for i in rows[start : start + chunk]]
+        steps = [TRANSFORMS["mm2"](model, theta, hyper, i, post_sd=post_sd, terms=terms,
+                                   log_weights=log_weights[:, i]) for i in part]
+        a, c = (np.stack(v) for v in zip(*(st.direction_affine() for st in steps)))
+        dmu = model.linear_predictor_affine(theta, a, c)  # (S, R, n)
+        line = model.log_prior_change_affine(theta, a, c, hyper, gaussian)
+        for k, (i, st) in enumerate(zip(part, steps)):
+            out["mm2", i] = (st, np.ascontiguousarray(dmu[:, k]),
+                             None if line is None else (line[0][:, k], line[1][:, k]))
+    return out
+
+
 def row_candidates(i, *, model, theta, hyper, terms, post_sd, log_weights, offset, ll_theta,
                    ll_sum_theta, log_prior_theta, linear, gaussian, sign, rho, transforms,
-                   jacobian, prior_products, logsig):
+                   jacobian, prior_products, logsig, affine_cache=None):
     """Observation i's candidates: (names, rhos, (log ratios, log l_i, P(y_i = 1)), log_full).
 
     Column 0 is the untransformed draws (plain PSIS); then every (transform, rho) whose
     log ratios are finite.  ``log_full`` (S, C) are the log ratios of the full posterior
-    against each proposal (for the certification).
+    against each proposal (for the certification).  ``affine_cache`` is
+    `_affine_directions` of a block of rows containing i.
     """
+    affine_cache = {} if affine_cache is None else affine_cache
     # the identity (plain PSIS) is always a candidate: adaptation may not help
     names, rhos = ["psis"], [np.nan]
     log_ratios = [offset - ll_theta[:, i]]
     ll_is, prob1s = [ll_theta[:, i]], [expit(terms.mu[:, i])]
     log_full = [offset]  # log ratios of the full posterior against the proposal
     for name in transforms:
-        if jacobian == "first_order" and name in ("kl", "var", "ll"):
+        cached = affine_cache.get((name, i))
+        if cached is not None:
+            step = cached[0]
+        elif jacobian == "first_order" and name in ("kl", "var", "ll"):
             step = prepare_first_order(name, model, theta, hyper, i, post_sd=post_sd,
                                        terms=terms)
         else:
@@ -533,6 +569,8 @@ def row_candidates(i, *, model, theta, hyper, terms, post_sd, log_weights, offse
                 products = prior_products.get(("mm1" if name == "mm1" else "row", i))
                 prior_line = model.log_prior_change_along(theta, factors, hyper, gaussian,
                                                           products=products)
+            elif cached is not None:  # computed with the block's other rows
+                d_scale, dmu, prior_line = np.ones(theta.shape[0]), cached[1], cached[2]
             elif affine is not None:  # D = theta * a + c: no (S, P) array
                 d_scale = np.ones(theta.shape[0])
                 dmu = model.linear_predictor_affine(theta, *affine)

@@ -13,24 +13,27 @@ _SIMPLE_PRIORS = (Normal, StudentT, Flat)
 
 @njit(parallel=True, cache=True, fastmath={"reassoc", "contract", "nsz"})
 def _gaussian_change_affine(theta, centred, prec, a, c):
-    """(B, C) of `LogisticRegression.log_prior_change_affine`: d = theta_s * a + c formed
-    one component at a time (no (S, P) temporary); ``prec`` is (S, P) or (1, P).  Only
-    sums and products here, so the reassociated (vectorised) sums change nothing but
-    rounding."""
+    """(B, C), each (S, R), of `LogisticRegression.log_prior_change_affine` for R directions
+    d = theta_s * a[r] + c[r], formed one component at a time (no (S, P) temporary; each
+    draw's theta, centred and prec rows are read once for all R); ``prec`` is (S, P) or
+    (1, P).  Only sums and products here, so the reassociated (vectorised) sums change
+    nothing but rounding."""
     n_draws, dim = theta.shape
+    n_dir = a.shape[0]
     row_step = 1 if prec.shape[0] > 1 else 0
-    b = np.empty(n_draws)
-    q = np.empty(n_draws)
+    b = np.empty((n_draws, n_dir))
+    q = np.empty((n_draws, n_dir))
     for s in prange(n_draws):
         pr = prec[s * row_step]
-        bs = 0.0
-        qs = 0.0
-        for p in range(dim):
-            d = theta[s, p] * a[p] + c[p]
-            bs += centred[s, p] * d
-            qs += (pr[p] * d) * d
-        b[s] = -bs
-        q[s] = -0.5 * qs
+        for r in range(n_dir):
+            bs = 0.0
+            qs = 0.0
+            for p in range(dim):
+                d = theta[s, p] * a[r, p] + c[r, p]
+                bs += centred[s, p] * d
+                qs += (pr[p] * d) * d
+            b[s, r] = -bs
+            q[s, r] = -0.5 * qs
     return b, q
 
 
@@ -112,6 +115,7 @@ class LogisticRegression(SigmoidModel):
     def linear_predictor_affine(self, theta, a, c):
         """Linear predictors of the direction D = theta * a + c (a, c per component,
         (P,) each) without forming D: ``theta @ (design * a).T + design @ c``, (S, n).
+        With a, c of shape (R, P), the R directions in one matrix product: (S, R, n).
 
         Examples
         --------
@@ -122,7 +126,12 @@ class LogisticRegression(SigmoidModel):
         array([[3., 1.]])
         """
         theta = self._check_theta(theta)
-        return theta @ (self.design * a).T + self.design @ c
+        a, c = np.asarray(a, dtype=float), np.asarray(c, dtype=float)
+        if a.ndim == 1:
+            return theta @ (self.design * a).T + self.design @ c
+        rows = (self.design[None, :, :] * a[:, None, :]).reshape(-1, self.dim)
+        out = theta @ rows.T + (c @ self.design.T).reshape(-1)
+        return out.reshape(theta.shape[0], a.shape[0], self.n_obs)
 
     def linear_predictor_i(self, theta, i):
         theta = self._check_theta(theta)
@@ -231,7 +240,8 @@ class LogisticRegression(SigmoidModel):
 
     def log_prior_change_affine(self, theta, a, c, hyper, gaussian=None):
         """`log_prior_change_along` for the direction D = theta * a + c (a, c (P,) each),
-        without an (S, P) temporary; None for Student-t priors.
+        without an (S, P) temporary; None for Student-t priors.  With a, c of shape (R, P)
+        the R directions at once: B and C are then (S, R).
 
         Examples
         --------
@@ -247,9 +257,10 @@ class LogisticRegression(SigmoidModel):
             return None
         prec, centred = gaussian
         theta = np.ascontiguousarray(self._check_theta(theta))
-        return _gaussian_change_affine(theta, np.ascontiguousarray(centred),
-                                       np.atleast_2d(prec), np.asarray(a, dtype=float),
-                                       np.asarray(c, dtype=float))
+        a, c = np.asarray(a, dtype=float), np.asarray(c, dtype=float)
+        b, q = _gaussian_change_affine(theta, np.ascontiguousarray(centred),
+                                       np.atleast_2d(prec), np.atleast_2d(a), np.atleast_2d(c))
+        return (b[:, 0], q[:, 0]) if a.ndim == 1 else (b, q)
 
     def log_prior(self, theta, hyper):
         theta = self._check_theta(theta)

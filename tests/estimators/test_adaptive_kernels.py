@@ -94,3 +94,37 @@ def test_snis_columns_matches_logsumexp_and_mcse_elpd(n_cols):
     np.testing.assert_allclose(elpd, ref, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(prob, np.sum(np.exp(lw) * prob1, axis=0), rtol=1e-13)
     np.testing.assert_allclose(mcse, mcse_elpd(ll, lw, ref, r_eff), rtol=1e-12)
+
+
+def test_affine_directions_match_each_rows_dense_direction(monkeypatch):
+    """MM2's batched linear predictors and prior changes (several product chunks) against
+    each row's own dense direction."""
+    import loo_adapt.estimators.adaptive as adaptive
+    from loo_adapt.models import LogisticRegression, Normal, RegularizedHorseshoe
+    from loo_adapt.transforms import posterior_terms
+
+    rng = np.random.default_rng(8)
+    n, d, S = 12, 7, 400
+    model = LogisticRegression(rng.standard_normal((n, d)), (rng.random(n) < 0.5).astype(int),
+                               intercept="a", intercept_prior=Normal(5.0),
+                               prior=RegularizedHorseshoe(tau="tau", lambda_tilde="lt"))
+    theta = rng.standard_normal((S, model.dim))
+    hyper = np.exp(rng.standard_normal((S, model.n_coef)))
+    log_weights = rng.standard_normal((S, n))
+    terms = posterior_terms(model, theta, hyper)
+    rows = np.array([1, 4, 5, 9, 11])
+    monkeypatch.setattr(adaptive, "_AFFINE_COLUMNS", 2 * n)  # chunks of two rows
+    out = adaptive._affine_directions(
+        rows, model=model, theta=theta, hyper=hyper, terms=terms, post_sd=None,
+        log_weights=log_weights, gaussian=model.gaussian_prior(theta, hyper),
+        transforms=("ll", "mm2"), linear=True)
+    assert sorted(out) == [("mm2", int(i)) for i in rows]
+    for i in rows:
+        step, dmu, (b, q) = out["mm2", int(i)]
+        direction = step.direction()
+        np.testing.assert_allclose(dmu, direction @ model.design.T, rtol=1e-12, atol=1e-13)
+        ref_b = -np.sum(model.gaussian_prior(theta, hyper)[1] * direction, axis=1)
+        np.testing.assert_allclose(b, ref_b, rtol=1e-12, atol=1e-13)
+        h = 0.4
+        exact = model.log_prior(theta + h * direction, hyper) - model.log_prior(theta, hyper)
+        np.testing.assert_allclose(h * b + h * h * q, exact, rtol=1e-11, atol=1e-11)
