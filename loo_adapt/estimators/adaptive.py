@@ -259,11 +259,13 @@ def _estimates(log_ratio, ll_i, prob1, r_eff, rows=None, khat_only=False):
     """PSIS estimates for every candidate column at once: elpd, prob, khat, mcse (each (C,));
     with ``khat_only`` just the k-hats."""
     if rows is not None:
-        log_ratio, ll_i, prob1 = log_ratio[rows], ll_i[rows], prob1[rows]
+        log_ratio = log_ratio[rows]
     lw, k = psislw(log_ratio, r_eff=r_eff)
     k = np.asarray(k, dtype=float)
     if khat_only:
         return k
+    if rows is not None:
+        ll_i, prob1 = ll_i[rows], prob1[rows]
     reff = np.ascontiguousarray(np.broadcast_to(np.asarray(r_eff, dtype=float), k.shape))
     elpd, prob, mcse = _snis_columns(np.ascontiguousarray(lw), np.ascontiguousarray(ll_i),
                                      np.ascontiguousarray(prob1), reff)
@@ -456,8 +458,8 @@ def adaptive_estimate(
                  for i in rows[start : start + block]]
         pre = _block_estimates(built, rows[start : start + block], base.r_eff, halves,
                                selection)
-        for i, (names, rhos, cand, log_full), est in zip(rows[start : start + block], built,
-                                                         pre):
+        for i, (names, rhos, _, _), (cand, log_full, est) in zip(rows[start : start + block],
+                                                                 built, pre):
             r_eff = float(base.r_eff[i])
             original = (base.elpd_loo[i], psis_prob[i], base.khat[i], base.mcse_elpd_loo[i])
             row = select_candidate(
@@ -532,9 +534,11 @@ def row_candidates(i, *, model, theta, hyper, terms, post_sd, log_weights, offse
                    jacobian, prior_products, logsig, affine_cache=None):
     """Observation i's candidates: (names, rhos, (log ratios, log l_i, P(y_i = 1)), log_full).
 
-    Column 0 is the untransformed draws (plain PSIS); then every (transform, rho) whose
-    log ratios are finite.  ``log_full`` (S, C) are the log ratios of the full posterior
-    against each proposal (for the certification).  ``affine_cache`` is
+    Each of the four is a list of C columns of S draws (`_block_estimates` stacks them
+    for a whole block of rows at once).  Column 0 is the untransformed draws (plain PSIS);
+    then every (transform, rho) whose log ratios are finite.  ``log_full`` are the log
+    ratios of the full posterior against each proposal (for the certification).
+    ``affine_cache`` is
     `_affine_directions` of a block of rows containing i.
     """
     affine_cache = {} if affine_cache is None else affine_cache
@@ -619,16 +623,22 @@ def row_candidates(i, *, model, theta, hyper, terms, post_sd, log_weights, offse
             ll_is.append(ll_i)
             prob1s.append(prob1)
             log_full.append(full)
-    cand = (np.column_stack(log_ratios), np.column_stack(ll_is), np.column_stack(prob1s))
-    return names, rhos, cand, np.column_stack(log_full)
+    return names, rhos, (log_ratios, ll_is, prob1s), log_full
 
 
 def _block_estimates(built, rows, r_eff, halves, selection):
-    """`_estimates` of every candidate of a block of rows in one call per sample (all draws
-    and, for the split rules, each half): per row (full estimates, k-hat on half a, on b)."""
-    widths = [b[2][0].shape[1] for b in built]
+    """The candidates of a block of rows as (S, C) arrays, one copy of their columns for
+    the whole block, and `_estimates` of all of them in one call per sample (all draws and,
+    for the split rules, each half).
+
+    Returns per row ((log ratios, log l_i, P(y_i = 1)), log_full, (full estimates, k-hat
+    on half a, on half b)), the arrays being views of the block's.
+    """
+    widths = [len(b[2][0]) for b in built]
     cuts = np.cumsum(widths)[:-1]
-    cat = tuple(np.concatenate([b[2][m] for b in built], axis=1) for m in range(3))
+    cat = tuple(np.column_stack([c for b in built for c in b[2][m]]) for m in range(3))
+    log_full = np.split(np.column_stack([c for b in built for c in b[3]]), cuts, axis=1)
+    cand = [np.split(v, cuts, axis=1) for v in cat]
     reff = np.repeat(np.asarray(r_eff, dtype=float)[rows], widths)
     full = [np.split(v, cuts) for v in _estimates(*cat, reff)]
     if selection in ("split", "split_keep"):
@@ -636,7 +646,8 @@ def _block_estimates(built, rows, r_eff, halves, selection):
         k_b = np.split(_estimates(*cat, reff, rows=halves[1], khat_only=True), cuts)
     else:
         k_a = k_b = [None] * len(built)
-    return [(tuple(v[j] for v in full), k_a[j], k_b[j]) for j in range(len(built))]
+    return [(tuple(v[j] for v in cand), log_full[j], (tuple(v[j] for v in full), k_a[j], k_b[j]))
+            for j in range(len(built))]
 
 
 def select_candidate(i, names, rhos, cand, selection, halves, r_eff, threshold, original,
