@@ -51,6 +51,7 @@ def main(argv=None):
     warnings.simplefilter("ignore")
 
     import numba
+    from bench_adaptive_hs import print_stages
     from ovarian_table1 import load_fit, ovarian_data
 
     from loo_adapt.estimators.adaptive import adapt_loo
@@ -113,6 +114,7 @@ def main(argv=None):
         prof.enable()
         run_adapt(base)
         prof.disable()
+        print_stages(prof)
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.profile)
         print("\ncProfile (sorted by own time):")

@@ -35,11 +35,21 @@ import numpy as np
 #: (label, function names as cProfile reports them) of the stages of `adaptive_estimate`
 STAGES = (
     ("theta_from_draws", ("theta_from_draws",)),
-    ("posterior terms", ("posterior_terms", "_logsig_at")),
-    ("per-row candidates", ("row_candidates",)),
+    ("posterior terms", ("posterior_terms", "_logsig_at", "cache_weighted_moments")),
+    ("per-row candidates", ("row_candidates", "_affine_directions")),
     ("PSIS (selection)", ("_block_estimates", "select_candidate")),
     ("certification", ("certify_candidate",)),
 )
+
+
+def print_stages(prof):
+    """Cumulative time per stage of `adaptive_estimate` (`STAGES`) from a cProfile pass."""
+    cum = {}
+    for (_, _, fname), (_, _, _, ct, _) in pstats.Stats(prof).stats.items():
+        cum[fname] = cum.get(fname, 0.0) + ct
+    print("stages (cProfile cumulative):")
+    for label, fnames in STAGES:
+        print(f"  {label:20s} {sum(cum.get(f, 0.0) for f in fnames):8.3f} s")
 
 
 def simulate(n=130, p=300, chains=4, n_draws=1000, seed=0):
@@ -144,13 +154,7 @@ def main(argv=None):
     prof.enable()
     run_adapt()
     prof.disable()
-    stats = pstats.Stats(prof)
-    cum = {}
-    for (_, _, fname), (_, _, _, ct, _) in stats.stats.items():
-        cum[fname] = cum.get(fname, 0.0) + ct
-    print("stages (cProfile cumulative):")
-    for label, fnames in STAGES:
-        print(f"  {label:20s} {sum(cum.get(f, 0.0) for f in fnames):8.3f} s")
+    print_stages(prof)
     if args.profile:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.profile)

@@ -31,9 +31,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit, prange
-from scipy.special import expit, logsumexp
+from scipy.special import expit
 
-from loo_adapt.core.psis import mcse_elpd, psislw
+from loo_adapt.core._vmath import exp_clamped
+from loo_adapt.core.psis import psislw
 from loo_adapt.estimators.base import Estimate, frozen
 from loo_adapt.result import PointwiseLoo
 from loo_adapt.transforms import (
@@ -47,110 +48,228 @@ from loo_adapt.transforms import (
 SELECTIONS = ("split", "split_keep", "min_khat", "min_khat_fallback")
 
 
-@njit(cache=True)
-def _loglik_rowsum_and_column(mu, sign, i):
-    """sum_j log l_j and log l_i per draw for Bernoulli-logit, without an (S, n) temporary.
+#: factors 1 + exp(-|u|) in [1, 2] multiplied before one log: 2**512 is far from overflow
+_PROD_CHUNK = 512
 
-    Serial on purpose: measured 4.4 ms serial vs 11.8 ms with prange for S = 4000, n = 54
-    on a loaded 2-core machine; the parallelism is across candidates' other work.
 
-    log l = -log(1 + exp(-sign * mu)), in the form that cannot overflow.
-    """
-    n_draws, n_obs = mu.shape
-    total = np.empty(n_draws)
-    column = np.empty(n_draws)
-    for s in range(n_draws):
-        acc = 0.0
-        for j in range(n_obs):
-            t = -sign[j] * mu[s, j]
-            v = -(max(t, 0.0) + math.log1p(math.exp(-abs(t))))
-            acc += v
-            if j == i:
-                column[s] = v
-        total[s] = acc
-    return total, column
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _sum_and_log_prod(pos, one):
+    """sum(pos) + log(prod(one)) for factors ``one`` in [1, 2] (reassociated: vectorised)."""
+    n = pos.shape[0]
+    acc = 0.0
+    for j in range(n):
+        acc += pos[j]
+    for j0 in range(0, n, _PROD_CHUNK):
+        prod = 1.0
+        for j in range(j0, min(j0 + _PROD_CHUNK, n)):
+            prod *= one[j]
+        acc += math.log(prod)
+    return acc
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def _softplus_parts(mu_row, scale, d_row, h, sign, pos, one):
+    """-log l_j = softplus(t_j) = max(t_j, 0) + log(1 + exp(-|t_j|)) at
+    t_j = -sign_j (mu_j + h scale d_j): the two parts into ``pos`` and ``one`` (vectorised
+    with `loo_adapt.core._vmath.exp_clamped`)."""
+    for j in range(mu_row.shape[0]):
+        t = -sign[j] * (mu_row[j] + h * (scale * d_row[j]))
+        pos[j] = max(t, 0.0)
+        one[j] = 1.0 + exp_clamped(-abs(t))
 
 
 #: |change of the linear predictor| below which `_loglik_steps` uses the fifth-order Taylor
-#: expansion of log sigmoid: with a = sigmoid(u) sigmoid(-u) its sixth derivative is
-#: a (-120 a^2 + 30 a - 1), at most 1/4 in size, so the remainder is below
-#: |d|^6 / 720 / 4 < 4e-16 per term (and the expansion needs no exp or log).
+#: expansion of log sigmoid (for every term of a draw at once): with a = sigmoid(u)
+#: sigmoid(-u) its sixth derivative is a (-120 a^2 + 30 a - 1), at most 1/4 in size, so
+#: the remainder is below |d|^6 / 720 / 4 < 4e-16 per term (and it needs no exp or log).
 _TAYLOR_MAX = 1e-2
 
 
 @njit(parallel=True, cache=True)
 def _logsig_at(mu, sign):
-    """log sigmoid(u) and exp(-|u|) at u = sign_j mu_sj, (S, n) each: the expansion point of
-    `_loglik_steps`, shared by every row and step (computed as that kernel computes log l)."""
+    """(sum_j log sigmoid(u_j), exp(-|u|)) at u = sign_j mu_sj, (S,) and (S, n): the
+    expansion point of `_loglik_steps`, shared by every row and step."""
     n_draws, n_obs = mu.shape
-    v0 = np.empty((n_draws, n_obs))
+    v0 = np.empty(n_draws)
     e0 = np.empty((n_draws, n_obs))
     for s in prange(n_draws):
+        acc = 0.0
         for j in range(n_obs):
             u = sign[j] * mu[s, j]
             e = math.exp(-abs(u))
             e0[s, j] = e
-            v0[s, j] = -(max(-u, 0.0) + math.log1p(e))
+            acc += -(max(-u, 0.0) + math.log1p(e))
+        v0[s] = acc
     return v0, e0
 
 
-@njit(parallel=True, cache=True)
-def _loglik_steps(mu, dmu, hs, sign, i, v0, e0):
-    """sum_j log l_j and log l_i at mu + h dmu for every step h of ``hs`` in one pass.
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def _taylor_coefficients(mu_row, e_row, scale, d_row, sign, coef):
+    """Per term j: the change of u_j per unit step and the derivatives of log sigmoid at
+    u_j / k! (k = 1..5), into ``coef`` (6, n)."""
+    for j in range(mu_row.shape[0]):
+        e = e_row[j]
+        r = 1.0 / (1.0 + e)
+        # sigmoid(u0), sigmoid(-u0) from exp(-|u0|)
+        pos = sign[j] * mu_row[j] >= 0.0
+        sp = r if pos else e * r
+        sm = e * r if pos else r
+        a = sp * sm
+        du = sign[j] * (scale * d_row[j])
+        coef[0, j] = du
+        coef[1, j] = sm
+        coef[2, j] = -0.5 * a
+        coef[3, j] = a * (sp - sm) / 6.0
+        coef[4, j] = a * (6.0 * a - 1.0) / 24.0
+        coef[5, j] = a * (sm - sp) * (12.0 * a - 1.0) / 120.0
 
-    Returns (sum_j log l_j, log l_i), each (K, S) for K = len(hs): mu and dmu are read once
-    for all steps, no (S, n) temporary is formed, and the draws are split across threads.
-    log l_j = log sigmoid(u), u = sign_j (mu_sj + h dmu_sj), summed over j in order as
-    `_loglik_rowsum_and_column` does; where |h dmu_sj| < ``_TAYLOR_MAX`` the value comes
-    from the fifth-order expansion around u0 = sign_j mu_sj (error < 4e-16 per term) with
-    ``(v0, e0) = _logsig_at(mu, sign)``, so the small steps of the rho grid cost no exp/log1p.
+
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz"})
+def _taylor_sum(h, coef):
+    """sum_j of the expansion's change of log sigmoid for step h (no exp or log)."""
+    acc = 0.0
+    for j in range(coef.shape[1]):
+        du = h * coef[0, j]
+        acc += du * (coef[1, j] + du * (coef[2, j] + du * (coef[3, j] + du * (
+            coef[4, j] + du * coef[5, j]))))
+    return acc
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def _loglik_steps(mu, scale, dmu, hs, sign, i, v0, e0):
+    """sum_j log l_j and log l_i at mu + h D for every step h of ``hs`` in one pass.
+
+    Bernoulli-logit, log l_j = log sigmoid(sign_j mu_j).  The change of the linear
+    predictor is D_sj = scale_s dmu_sj, with ``dmu`` (S, n) or one row (1, n) shared by
+    every draw (a direction that is a per-draw scale times a fixed row needs no (S, n)
+    array).  Returns (sum_j log l_j, log l_i), each (K, S) for K = len(hs).  mu is read
+    once for all steps and draws are split across threads.  For a draw and step whose
+    every |h D_sj| is below `_TAYLOR_MAX` the sum and log l_i come from the fifth-order
+    expansion around mu (error < 4e-16 per term) with ``(v0, e0) = _logsig_at(mu, sign)`` (pass
+    empty arrays to turn it off); otherwise it is -(sum_j max(t_j, 0) + log prod_j (1 +
+    exp(-|t_j|))): one vectorised exp per term and one log per draw and step (the
+    product of at most `_PROD_CHUNK` factors in [1, 2] cannot overflow), and log l_i with
+    libm's exp and log1p.
     """
     n_draws, n_obs = mu.shape
     n_steps = hs.size
-    total = np.zeros((n_draws, n_steps))
-    column = np.empty((n_draws, n_steps))
+    row_step = 1 if dmu.shape[0] > 1 else 0
+    h_min = np.inf
+    for k in range(n_steps):
+        h_min = min(h_min, abs(hs[k]))
+    if e0.shape[0] != n_draws:
+        h_min = np.inf  # no expansion point: never the expansion
+    total = np.empty((n_steps, n_draws))
+    column = np.empty((n_steps, n_draws))
     for s in prange(n_draws):
+        pos = np.empty(n_obs)
+        one = np.empty(n_obs)
+        coef = np.empty((6, n_obs))
+        d_row = dmu[s * row_step]
+        f = scale[s]
+        d_top = 0.0
         for j in range(n_obs):
-            m = mu[s, j]
-            d = dmu[s, j]
-            sg = sign[j]
-            # sigmoid(u0), sigmoid(-u0) from exp(-|u0|)
-            e = e0[s, j]
-            r = 1.0 / (1.0 + e)
-            if sg * m >= 0.0:
-                sp, sm = r, e * r
+            d_top = max(d_top, abs(f * d_row[j]))
+        taylor = h_min * d_top < _TAYLOR_MAX  # some step of this draw is small enough
+        v0_i = 0.0
+        if taylor:
+            _taylor_coefficients(mu[s], e0[s], f, d_row, sign, coef)
+            u = sign[i] * mu[s, i]
+            v0_i = -(max(-u, 0.0) + math.log1p(e0[s, i]))
+        for k in range(n_steps):
+            if taylor and abs(hs[k]) * d_top < _TAYLOR_MAX:
+                total[k, s] = v0[s] + _taylor_sum(hs[k], coef)
+                du = hs[k] * coef[0, i]
+                column[k, s] = v0_i + du * (coef[1, i] + du * (coef[2, i] + du * (
+                    coef[3, i] + du * (coef[4, i] + du * coef[5, i]))))
             else:
-                sp, sm = e * r, r
-            # derivatives of log sigmoid: sm, -a, a (sp - sm), a (6a - 1), a (sm - sp) (12a - 1)
-            a = sp * sm
-            c2 = -0.5 * a
-            c3 = a * (sp - sm) / 6.0
-            c4 = a * (6.0 * a - 1.0) / 24.0
-            c5 = a * (sm - sp) * (12.0 * a - 1.0) / 120.0
-            base = v0[s, j]
-            for k in range(n_steps):
-                hd = hs[k] * d
-                if abs(hd) < _TAYLOR_MAX:
-                    du = sg * hd
-                    v = base + du * (sm + du * (c2 + du * (c3 + du * (c4 + du * c5))))
-                else:
-                    t = -sg * (m + hd)
-                    v = -(max(t, 0.0) + math.log1p(math.exp(-abs(t))))
-                total[s, k] += v
-                if j == i:
-                    column[s, k] = v
-    return total.T, column.T
+                _softplus_parts(mu[s], f, d_row, hs[k], sign, pos, one)
+                total[k, s] = -_sum_and_log_prod(pos, one)
+                t = -sign[i] * (mu[s, i] + hs[k] * (f * d_row[i]))
+                column[k, s] = -(max(t, 0.0) + math.log1p(math.exp(-abs(t))))
+    return total, column
 
 
-def _estimates(log_ratio, ll_i, prob1, r_eff, rows=None):
-    """PSIS estimates for every candidate column at once: elpd, prob, khat, mcse (each (C,))."""
+def _loglik_rowsum_and_column(mu, sign, i):
+    """sum_j log l_j and log l_i (each (S,)) at the linear predictors ``mu`` (S, n)."""
+    total, column = _loglik_steps(mu, np.ones(mu.shape[0]), np.zeros((1, mu.shape[1])),
+                                  np.zeros(1), sign, i, np.empty(0), np.empty((0, 0)))
+    return total[0], column[0]
+
+
+#: candidate columns per task of `_snis_columns` (its accumulators stay in cache)
+_COL_BLOCK = 64
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def _snis_block(lw, ll, prob1, r_eff, c0, c1, elpd, prob, mcse):
+    """`_snis_columns` for columns c0..c1-1: three row-wise passes, vectorised over them."""
+    n_draws = lw.shape[0]
+    width = c1 - c0
+    top = np.full(width, -np.inf)
+    for s in range(n_draws):
+        for c in range(width):
+            top[c] = max(top[c], lw[s, c0 + c] + ll[s, c0 + c])
+    acc = np.zeros(width)
+    pacc = np.zeros(width)
+    for s in range(n_draws):
+        for c in range(width):
+            acc[c] += exp_clamped(lw[s, c0 + c] + ll[s, c0 + c] - top[c])
+            pacc[c] += exp_clamped(lw[s, c0 + c]) * prob1[s, c0 + c]
+    for c in range(width):
+        top[c] += math.log(acc[c])  # elpd
+    var = np.zeros(width)
+    for s in range(n_draws):
+        for c in range(width):
+            d = exp_clamped(lw[s, c0 + c] + ll[s, c0 + c] - top[c]) - exp_clamped(lw[s, c0 + c])
+            var[c] += d * d
+    for c in range(width):
+        elpd[c0 + c] = top[c]
+        prob[c0 + c] = pacc[c]
+        mcse[c0 + c] = math.sqrt(math.log1p(var[c]) / r_eff[c0 + c])
+
+
+@njit(parallel=True, cache=True)
+def _snis_parallel(lw, ll, prob1, r_eff, elpd, prob, mcse):
+    n_cols = lw.shape[1]
+    for b in prange((n_cols + _COL_BLOCK - 1) // _COL_BLOCK):
+        _snis_block(lw, ll, prob1, r_eff, b * _COL_BLOCK, min((b + 1) * _COL_BLOCK, n_cols),
+                    elpd, prob, mcse)
+
+
+def _snis_columns(lw, ll, prob1, r_eff):
+    """Per column c of normalised log weights ``lw`` (S, C): elpd = log sum_s w_s l_s (as
+    scipy's ``logsumexp``: max plus log of the shifted sum), P(y = 1) = sum_s w_s prob1_s,
+    and the MCSE of elpd as `loo_adapt.core.psis.mcse_elpd` (lognormal) computes it.
+
+    Three row-wise passes per block of `_COL_BLOCK` columns (vectorised over columns,
+    blocks across threads; one block runs in the calling thread) instead of several
+    (S, C) temporaries.
+    """
+    n_cols = lw.shape[1]
+    out = tuple(np.empty(n_cols) for _ in range(3))
+    if n_cols > _COL_BLOCK:
+        _snis_parallel(lw, ll, prob1, r_eff, *out)
+    else:
+        _snis_block(lw, ll, prob1, r_eff, 0, n_cols, *out)
+    return out
+
+
+def _estimates(log_ratio, ll_i, prob1, r_eff, rows=None, khat_only=False):
+    """PSIS estimates for every candidate column at once: elpd, prob, khat, mcse (each (C,));
+    with ``khat_only`` just the k-hats."""
     if rows is not None:
-        log_ratio, ll_i, prob1 = log_ratio[rows], ll_i[rows], prob1[rows]
+        log_ratio = log_ratio[rows]
     lw, k = psislw(log_ratio, r_eff=r_eff)
-    elpd = logsumexp(lw + ll_i, axis=0)
-    prob = np.sum(np.exp(lw) * prob1, axis=0)
-    mcse = mcse_elpd(ll_i, lw, elpd, r_eff)
-    return elpd, prob, np.asarray(k, dtype=float), mcse
+    k = np.asarray(k, dtype=float)
+    if khat_only:
+        return k
+    if rows is not None:
+        ll_i, prob1 = ll_i[rows], prob1[rows]
+    reff = np.ascontiguousarray(np.broadcast_to(np.asarray(r_eff, dtype=float), k.shape))
+    elpd, prob, mcse = _snis_columns(np.ascontiguousarray(lw), np.ascontiguousarray(ll_i),
+                                     np.ascontiguousarray(prob1), reff)
+    return elpd, prob, k, mcse
 
 
 def _check_log_lik(model, ll_model: np.ndarray, ll_draws: np.ndarray) -> None:
@@ -280,10 +399,11 @@ def adaptive_estimate(
     _check_prior(model, theta, hyper, ll_theta, draws)
     offset = draws.log_ratio_offset()
     post_sd = posterior_sd(theta)
-    log_prior_theta = model.log_prior(theta, hyper)
     # mu linear in the block (no Hessian): transformed predictors come from products
     linear = bool(getattr(model, "hessian_is_zero", False))
     gaussian = model.gaussian_prior(theta, hyper) if linear else None
+    # with a Gaussian prior every prior change is a product (`log_prior_change_along`)
+    log_prior_theta = None if gaussian is not None else model.log_prior(theta, hyper)
     ll_sum_theta = ll_theta.sum(axis=1)
     y = np.asarray(model.y, dtype=float)
     sign = 2.0 * y - 1.0
@@ -299,19 +419,26 @@ def adaptive_estimate(
     # so the threshold of the full sample is used.
     split_threshold = threshold
 
+    if rows.size and {"mm1", "mm2"} & set(transforms):
+        # every row's moment-matching weights and weighted moments in one pass over theta
+        terms.cache_weighted_moments(theta, rows, base.log_weights[:, rows])
+    prior_products = {}  # (kind, i) -> the prior products of a fixed direction row
     if linear and rows.size and hasattr(model, "grad_linear_predictor_row"):
         # grad mu_i is a fixed row per observation: the O(S P) products every row's steps
         # need, for all rows at once (matrix products instead of one pass per row)
         grad_rows = np.stack([model.grad_linear_predictor_row(i) for i in rows])
         terms.cache_row_products(rows, grad_rows)
         if gaussian is not None and hasattr(model, "prior_row_products"):
-            products = model.prior_row_products(gaussian, grad_rows)
-            prior_products = {int(i): (products[0][:, k], products[1][..., k])
-                              for k, i in enumerate(rows)}
-        else:
-            prior_products = {}
-    else:
-        prior_products = {}
+            fixed = {"row": grad_rows}
+            if "mm1" in transforms:  # MM1 moves every draw by one shift per row
+                mean = terms.moments(theta)[0]
+                fixed["mm1"] = np.stack([
+                    terms.weighted_moments(theta, i, base.log_weights[:, i])[1] - mean
+                    for i in rows])
+            for kind, fixed_rows in fixed.items():
+                products = model.prior_row_products(gaussian, fixed_rows)
+                prior_products.update({(kind, int(i)): (products[0][:, k], products[1][..., k])
+                                       for k, i in enumerate(rows)})
     shared = dict(model=model, theta=theta, hyper=hyper, terms=terms, post_sd=post_sd,
                   log_weights=base.log_weights, offset=offset, ll_theta=ll_theta,
                   ll_sum_theta=ll_sum_theta, log_prior_theta=log_prior_theta, linear=linear,
@@ -326,11 +453,13 @@ def adaptive_estimate(
     per_row = 1 + len(transforms) * rho.size
     block = max(1, _BLOCK_COLUMNS // per_row)
     for start in range(0, rows.size, block):
-        built = [row_candidates(int(i), **shared) for i in rows[start : start + block]]
+        affine_cache = _affine_directions(rows[start : start + block], **shared)
+        built = [row_candidates(int(i), **shared, affine_cache=affine_cache)
+                 for i in rows[start : start + block]]
         pre = _block_estimates(built, rows[start : start + block], base.r_eff, halves,
                                selection)
-        for i, (names, rhos, cand, log_full), est in zip(rows[start : start + block], built,
-                                                         pre):
+        for i, (names, rhos, _, _), (cand, log_full, est) in zip(rows[start : start + block],
+                                                                 built, pre):
             r_eff = float(base.r_eff[i])
             original = (base.elpd_i[i], psis_prob[i], base.pareto_k[i], base.mcse_elpd_i[i])
             row = select_candidate(
@@ -371,22 +500,58 @@ def adaptive_estimate(
 _BLOCK_COLUMNS = 512
 
 
+#: columns (rows x observations) of one batched product of affine directions
+_AFFINE_COLUMNS = 2048
+
+
+def _affine_directions(rows, *, model, theta, hyper, terms, post_sd, log_weights, gaussian,
+                       transforms, linear, **_unused):
+    """(name, i) -> (step, dmu (S, n), prior line) for the transforms whose direction is
+    affine in theta (MM2: D = theta * a + c) of the observations ``rows``: their linear
+    predictors in one matrix product per `_AFFINE_COLUMNS` columns and their prior changes
+    in one pass over theta, instead of one product and one pass per row."""
+    if not (linear and "mm2" in transforms and rows.size
+            and hasattr(model, "linear_predictor_affine")
+            and hasattr(model, "log_prior_change_affine")):
+        return {}
+    out = {}
+    chunk = max(1, _AFFINE_COLUMNS // model.n_obs)
+    for start in range(0, rows.size, chunk):
+        part = [int(i) for i in rows[start : start + chunk]]
+        steps = [TRANSFORMS["mm2"](model, theta, hyper, i, post_sd=post_sd, terms=terms,
+                                   log_weights=log_weights[:, i]) for i in part]
+        a, c = (np.stack(v) for v in zip(*(st.direction_affine() for st in steps)))
+        dmu = model.linear_predictor_affine(theta, a, c)  # (S, R, n)
+        line = model.log_prior_change_affine(theta, a, c, hyper, gaussian)
+        for k, (i, st) in enumerate(zip(part, steps)):
+            out["mm2", i] = (st, np.ascontiguousarray(dmu[:, k]),
+                             None if line is None else (line[0][:, k], line[1][:, k]))
+    return out
+
+
 def row_candidates(i, *, model, theta, hyper, terms, post_sd, log_weights, offset, ll_theta,
                    ll_sum_theta, log_prior_theta, linear, gaussian, sign, rho, transforms,
-                   jacobian, prior_products, logsig):
+                   jacobian, prior_products, logsig, affine_cache=None):
     """Observation i's candidates: (names, rhos, (log ratios, log l_i, P(y_i = 1)), log_full).
 
-    Column 0 is the untransformed draws (plain PSIS); then every (transform, rho) whose
-    log ratios are finite.  ``log_full`` (S, C) are the log ratios of the full posterior
-    against each proposal (for the certification).
+    Each of the four is a list of C columns of S draws (`_block_estimates` stacks them
+    for a whole block of rows at once).  Column 0 is the untransformed draws (plain PSIS);
+    then every (transform, rho) whose log ratios are finite.  ``log_full`` are the log
+    ratios of the full posterior against each proposal (for the certification).
+    ``affine_cache`` is
+    `_affine_directions` of a block of rows containing i.
     """
+    affine_cache = {} if affine_cache is None else affine_cache
     # the identity (plain PSIS) is always a candidate: adaptation may not help
     names, rhos = ["psis"], [np.nan]
     log_ratios = [offset - ll_theta[:, i]]
     ll_is, prob1s = [ll_theta[:, i]], [expit(terms.mu[:, i])]
     log_full = [offset]  # log ratios of the full posterior against the proposal
     for name in transforms:
-        if jacobian == "first_order" and name in ("kl", "var", "ll"):
+        cached = affine_cache.get((name, i))
+        if cached is not None:
+            step = cached[0]
+        elif jacobian == "first_order" and name in ("kl", "var", "ll"):
             step = prepare_first_order(name, model, theta, hyper, i, post_sd=post_sd,
                                        terms=terms)
         else:
@@ -395,18 +560,27 @@ def row_candidates(i, *, model, theta, hyper, terms, post_sd, log_weights, offse
                 log_weights=log_weights[:, i],
             )
         factors = step.direction_factors() if hasattr(step, "direction_factors") else None
-        direction = None if (factors is not None and linear) else step.direction()
+        affine = (step.direction_affine() if linear and factors is None
+                  and hasattr(step, "direction_affine")
+                  and hasattr(model, "linear_predictor_affine") else None)
+        direction = (None if linear and (factors is not None or affine is not None)
+                     else step.direction())
         if linear:
             # phi(h) = theta + h D and mu is linear in the block: one product per step,
             # and none at all when D is a per-draw scale times a fixed row
             if factors is not None:
-                dmu = np.outer(factors[0], model.linear_predictor(factors[1][None, :])[0])
-                own_row = name in ("kl", "var", "ll") and i in prior_products
-                prior_line = model.log_prior_change_along(
-                    theta, factors, hyper, gaussian,
-                    products=prior_products[i] if own_row else None)
+                d_scale, dmu = factors[0], model.linear_predictor(factors[1][None, :])
+                products = prior_products.get(("mm1" if name == "mm1" else "row", i))
+                prior_line = model.log_prior_change_along(theta, factors, hyper, gaussian,
+                                                          products=products)
+            elif cached is not None:  # computed with the block's other rows
+                d_scale, dmu, prior_line = np.ones(theta.shape[0]), cached[1], cached[2]
+            elif affine is not None:  # D = theta * a + c: no (S, P) array
+                d_scale = np.ones(theta.shape[0])
+                dmu = model.linear_predictor_affine(theta, *affine)
+                prior_line = model.log_prior_change_affine(theta, *affine, hyper, gaussian)
             else:
-                dmu = model.linear_predictor(direction)
+                d_scale, dmu = np.ones(theta.shape[0]), model.linear_predictor(direction)
                 prior_line = model.log_prior_change_along(theta, direction, hyper, gaussian)
         steps = []  # (rho, h, log|J|, log prior(phi) - log prior(theta), likelihood terms)
         for r in rho:
@@ -431,9 +605,10 @@ def row_candidates(i, *, model, theta, hyper, terms, post_sd, log_weights, offse
         if linear and steps:
             # every step of this transform in one pass over mu (mu + h dmu per step)
             hs = np.array([st[1] for st in steps])
-            ll_sums, ll_i_steps = _loglik_steps(terms.mu, dmu, hs, sign, i, *logsig)
+            ll_sums, ll_i_steps = _loglik_steps(terms.mu, d_scale, dmu, hs, sign, i, *logsig)
+            dmu_i = d_scale * dmu[:, i]
             steps = [(r, h, log_j, d_prior,
-                      (ll_sums[k], ll_i_steps[k], expit(terms.mu[:, i] + h * dmu[:, i])))
+                      (ll_sums[k], ll_i_steps[k], expit(terms.mu[:, i] + h * dmu_i)))
                      for k, (r, h, log_j, d_prior, _) in enumerate(steps)]
         for r, _h, log_j, d_prior, (ll_sum, ll_i, prob1) in steps:
             # log post(phi) - log post(theta) + log|J|: the full posterior against the
@@ -448,24 +623,31 @@ def row_candidates(i, *, model, theta, hyper, terms, post_sd, log_weights, offse
             ll_is.append(ll_i)
             prob1s.append(prob1)
             log_full.append(full)
-    cand = (np.column_stack(log_ratios), np.column_stack(ll_is), np.column_stack(prob1s))
-    return names, rhos, cand, np.column_stack(log_full)
+    return names, rhos, (log_ratios, ll_is, prob1s), log_full
 
 
 def _block_estimates(built, rows, r_eff, halves, selection):
-    """`_estimates` of every candidate of a block of rows in one call per sample (all draws
-    and, for the split rules, each half): per row (full estimates, k-hat on half a, on b)."""
-    widths = [b[2][0].shape[1] for b in built]
+    """The candidates of a block of rows as (S, C) arrays, one copy of their columns for
+    the whole block, and `_estimates` of all of them in one call per sample (all draws and,
+    for the split rules, each half).
+
+    Returns per row ((log ratios, log l_i, P(y_i = 1)), log_full, (full estimates, k-hat
+    on half a, on half b)), the arrays being views of the block's.
+    """
+    widths = [len(b[2][0]) for b in built]
     cuts = np.cumsum(widths)[:-1]
-    cat = tuple(np.concatenate([b[2][m] for b in built], axis=1) for m in range(3))
+    cat = tuple(np.column_stack([c for b in built for c in b[2][m]]) for m in range(3))
+    log_full = np.split(np.column_stack([c for b in built for c in b[3]]), cuts, axis=1)
+    cand = [np.split(v, cuts, axis=1) for v in cat]
     reff = np.repeat(np.asarray(r_eff, dtype=float)[rows], widths)
     full = [np.split(v, cuts) for v in _estimates(*cat, reff)]
     if selection in ("split", "split_keep"):
-        k_a = np.split(_estimates(*cat, reff, rows=halves[0])[2], cuts)
-        k_b = np.split(_estimates(*cat, reff, rows=halves[1])[2], cuts)
+        k_a = np.split(_estimates(*cat, reff, rows=halves[0], khat_only=True), cuts)
+        k_b = np.split(_estimates(*cat, reff, rows=halves[1], khat_only=True), cuts)
     else:
         k_a = k_b = [None] * len(built)
-    return [(tuple(v[j] for v in full), k_a[j], k_b[j]) for j in range(len(built))]
+    return [(tuple(v[j] for v in cand), log_full[j], (tuple(v[j] for v in full), k_a[j], k_b[j]))
+            for j in range(len(built))]
 
 
 def select_candidate(i, names, rhos, cand, selection, halves, r_eff, threshold, original,
@@ -487,8 +669,8 @@ def select_candidate(i, names, rhos, cand, selection, halves, r_eff, threshold, 
     if estimates is None:
         split = selection in ("split", "split_keep")
         estimates = (_estimates(*cand, r_eff),
-                     _estimates(*cand, r_eff, rows=halves[0])[2] if split else None,
-                     _estimates(*cand, r_eff, rows=halves[1])[2] if split else None)
+                     _estimates(*cand, r_eff, rows=halves[0], khat_only=True) if split else None,
+                     _estimates(*cand, r_eff, rows=halves[1], khat_only=True) if split else None)
     (elpd, prob, khat, mcse), k_a, k_b = estimates
     keep_original = False
     if selection in ("split", "split_keep"):

@@ -3,11 +3,38 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
 from .base import SigmoidModel, flat_draw_variable
 from .priors import Flat, Normal, RegularizedHorseshoe, StudentT
 
 _SIMPLE_PRIORS = (Normal, StudentT, Flat)
+
+
+@njit(parallel=True, cache=True, fastmath={"reassoc", "contract", "nsz"})
+def _gaussian_change_affine(theta, centred, prec, a, c):
+    """(B, C), each (S, R), of `LogisticRegression.log_prior_change_affine` for R directions
+    d = theta_s * a[r] + c[r], formed one component at a time (no (S, P) temporary; each
+    draw's theta, centred and prec rows are read once for all R); ``prec`` is (S, P) or
+    (1, P).  Only sums and products here, so the reassociated (vectorised) sums change
+    nothing but rounding."""
+    n_draws, dim = theta.shape
+    n_dir = a.shape[0]
+    row_step = 1 if prec.shape[0] > 1 else 0
+    b = np.empty((n_draws, n_dir))
+    q = np.empty((n_draws, n_dir))
+    for s in prange(n_draws):
+        pr = prec[s * row_step]
+        for r in range(n_dir):
+            bs = 0.0
+            qs = 0.0
+            for p in range(dim):
+                d = theta[s, p] * a[r, p] + c[r, p]
+                bs += centred[s, p] * d
+                qs += (pr[p] * d) * d
+            b[s, r] = -bs
+            q[s, r] = -0.5 * qs
+    return b, q
 
 
 class LogisticRegression(SigmoidModel):
@@ -84,6 +111,27 @@ class LogisticRegression(SigmoidModel):
     def linear_predictor(self, theta):
         theta = self._check_theta(theta)
         return theta @ self.design.T
+
+    def linear_predictor_affine(self, theta, a, c):
+        """Linear predictors of the direction D = theta * a + c (a, c per component,
+        (P,) each) without forming D: ``theta @ (design * a).T + design @ c``, (S, n).
+        With a, c of shape (R, P), the R directions in one matrix product: (S, R, n).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from loo_adapt.models import LogisticRegression, Normal
+        >>> m = LogisticRegression(np.eye(2), [0, 1], prior=Normal(1.0))
+        >>> m.linear_predictor_affine(np.ones((1, 2)), np.array([2.0, 0.0]), np.ones(2))
+        array([[3., 1.]])
+        """
+        theta = self._check_theta(theta)
+        a, c = np.asarray(a, dtype=float), np.asarray(c, dtype=float)
+        if a.ndim == 1:
+            return theta @ (self.design * a).T + self.design @ c
+        rows = (self.design[None, :, :] * a[:, None, :]).reshape(-1, self.dim)
+        out = theta @ rows.T + (c @ self.design.T).reshape(-1)
+        return out.reshape(theta.shape[0], a.shape[0], self.n_obs)
 
     def linear_predictor_i(self, theta, i):
         theta = self._check_theta(theta)
@@ -189,6 +237,30 @@ class LogisticRegression(SigmoidModel):
         b = -np.einsum("sp,sp->s", centred, d)
         c = -0.5 * (np.einsum("sp,sp->s", prec * d, d) if prec.ndim == 2 else (d * d) @ prec)
         return b, c
+
+    def log_prior_change_affine(self, theta, a, c, hyper, gaussian=None):
+        """`log_prior_change_along` for the direction D = theta * a + c (a, c (P,) each),
+        without an (S, P) temporary; None for Student-t priors.  With a, c of shape (R, P)
+        the R directions at once: B and C are then (S, R).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from loo_adapt.models import LogisticRegression, Normal
+        >>> m = LogisticRegression(np.eye(2), [0, 1], prior=Normal(1.0))
+        >>> m.log_prior_change_affine(np.ones((1, 2)), np.zeros(2), np.ones(2), None)
+        (array([-2.]), array([-1.]))
+        """
+        if gaussian is None:
+            gaussian = self.gaussian_prior(theta, hyper)
+        if gaussian is None:
+            return None
+        prec, centred = gaussian
+        theta = np.ascontiguousarray(self._check_theta(theta))
+        a, c = np.asarray(a, dtype=float), np.asarray(c, dtype=float)
+        b, q = _gaussian_change_affine(theta, np.ascontiguousarray(centred),
+                                       np.atleast_2d(prec), np.atleast_2d(a), np.atleast_2d(c))
+        return (b[:, 0], q[:, 0]) if a.ndim == 1 else (b, q)
 
     def log_prior(self, theta, hyper):
         theta = self._check_theta(theta)

@@ -47,6 +47,7 @@ class PosteriorTerms:
     grad_log_post: np.ndarray
     row_products: dict = field(default_factory=dict)
     _moments: dict = field(default_factory=dict, repr=False)
+    _weighted: dict = field(default_factory=dict, repr=False)
 
     def moments(self, theta) -> tuple[np.ndarray, np.ndarray]:
         """(mean, variance without Bessel factor) of ``theta`` over draws, computed once.
@@ -64,6 +65,42 @@ class PosteriorTerms:
         if self._moments.get("theta") is not theta:  # identity: the very same array
             self._moments.update(theta=theta, value=(theta.mean(axis=0), theta.var(axis=0)))
         return self._moments["value"]
+
+    def cache_weighted_moments(self, theta, rows, log_weights) -> None:
+        """Compute the moment-matching weights and weighted moments of many observations
+        at once (`loo_adapt.transforms.mm.weighted_moments`: one matrix product and one
+        pass over ``theta``) for `weighted_moments` to return.
+
+        Parameters
+        ----------
+        theta : (S, P) the draws these terms were computed at.
+        rows : (R,) observation indices.
+        log_weights : (S, R) their log importance weights.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> t = PosteriorTerms(np.zeros((2, 1)), np.zeros(2), np.zeros((2, 1)))
+        >>> theta, lw = np.array([[0.0], [2.0]]), np.log([[1.0], [3.0]])
+        >>> t.cache_weighted_moments(theta, [4], lw)
+        >>> t.weighted_moments(theta, 4, lw[:, 0])[1]
+        array([1.5])
+        """
+        from .mm import weighted_moments
+
+        lw = np.asarray(log_weights, dtype=float)
+        w, mean_w, v_w = weighted_moments(theta, lw)
+        self._weighted.update(theta=theta)
+        for k, i in enumerate(rows):
+            self._weighted[int(i)] = (lw[:, k].copy(), (w[:, k], mean_w[k], v_w[k]))
+
+    def weighted_moments(self, theta, i, log_weights):
+        """Observation i's cached (w, mean_w, v_w) if they were computed for these very
+        draws and equal log weights, else None (see `cache_weighted_moments`)."""
+        hit = self._weighted.get(int(i)) if self._weighted.get("theta") is theta else None
+        if hit is None or not np.array_equal(hit[0], log_weights):
+            return None
+        return hit[1]
 
     def cache_row_products(self, rows, grad_rows) -> None:
         """Store ``grad_log_post @ grad_rows[k]`` for observation ``rows[k]`` (one product).
@@ -101,8 +138,11 @@ def log1p_abs(x: np.ndarray) -> np.ndarray:
     """log|1 + x|, accurate for tiny x (log1p) and defined for x < -1."""
     x = np.asarray(x, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        small = np.abs(x) < 0.5
-        return np.where(small, np.log1p(np.where(small, x, 0.0)), np.log(np.abs(1.0 + x)))
+        out = np.log1p(x)  # exact to rounding for every x > -1
+        flipped = ~(x > -1.0)
+        if flipped.any():
+            out = np.where(flipped, np.log(np.abs(1.0 + x)), out)
+        return out
 
 
 def posterior_sd(theta: np.ndarray) -> np.ndarray:
