@@ -407,7 +407,7 @@ def adaptive_estimate(
     ll_sum_theta = ll_theta.sum(axis=1)
     y = np.asarray(model.y, dtype=float)
     sign = 2.0 * y - 1.0
-    threshold = float(base.khat_threshold if khat_threshold is None else khat_threshold)
+    threshold = float(base.good_k if khat_threshold is None else khat_threshold)
     psis_prob = np.sum(np.exp(base.log_weights) * expit(terms.mu), axis=0)
 
     rng = np.random.default_rng(seed)
