@@ -89,9 +89,9 @@ def _family(name, data):
     return model_for(FAMILY[name], data)
 
 
-def _suite_benchmark(name):
+def _suite_benchmark(name, partial=False):
     mod = _suite_module()
-    data, _, truth = mod.load(name)
+    data, _, truth = mod.load(name, partial=partial)
     program = mod.program(name)
     CACHE.mkdir(exist_ok=True)
     cache = CACHE / f"{name}-posterior.pkl"
@@ -103,8 +103,10 @@ def _suite_benchmark(name):
     return Benchmark(name, data, draws, _family(name, data), program, np.asarray(truth))
 
 
-def load_benchmark(name) -> Benchmark:
-    """One benchmark by name (a fixture model or a suite benchmark)."""
+def load_benchmark(name, partial: bool = False) -> Benchmark:
+    """One benchmark by name (a fixture model or a suite benchmark).  ``partial``: a suite
+    benchmark whose refits are not all done gives the finished folds as its truth (column 0
+    holds their indices)."""
     if name in BUNDLED:
         return _fixture(name)
-    return _suite_benchmark(name)
+    return _suite_benchmark(name, partial=partial)
