@@ -24,6 +24,20 @@ _TINY = 2.2250738585072014e-308  # the fast log1p needs _TINY <= 1 + t < _HUGE
 _HUGE = 1e300
 
 
+@njit(inline="always", error_model="numpy")
+def _sum_log1p(c, x, terms):
+    """``sum_s log1p(c x_s)`` in ascending s (the order of a plain loop, so the same
+    rounding), with the terms computed first by a loop that LLVM vectorises (a reduction
+    alone stays scalar, one ``log1p`` after the other)."""
+    n = x.shape[0]
+    for s in range(n):
+        terms[s] = _fast_log1p(c * x[s])
+    v = 0.0
+    for s in range(n):
+        v += terms[s]
+    return v
+
+
 @njit(cache=True, error_model="numpy")
 def gpdfit_sorted(x, wip, min_grid_pts):
     """Zhang & Stephens (2009) fit of a zero-location GPD to ascending ``x`` (R loo gpdfit).
@@ -45,6 +59,8 @@ def gpdfit_sorted(x, wip, min_grid_pts):
     x_max = x[n - 1]
     m_pad = (m + 3) // 4 * 4  # whole AVX2 vectors; the padding lanes have a = 0, log1p(0) = 0
     theta = np.empty(m)
+    terms = np.empty(n)
+    near = np.empty(m, dtype=np.int64)
     a = np.zeros(m_pad)
     acc = np.zeros(m_pad)
     n_slow = 0
@@ -75,12 +91,24 @@ def gpdfit_sorted(x, wip, min_grid_pts):
                 acc[j] += math.log(prod[j])
         # where |kk_j| < 0.05 that absolute error is not small relative to kk_j (l_j uses
         # log(kk_j)): those grid points are summed term by term with a relative-exact log1p
+        # (one lane per such grid point, each summed in ascending s as a plain loop would)
+        n_near = 0
         for j in range(m):
             if abs(acc[j]) < 0.05 * n:
-                v = 0.0
-                for s in range(n):
-                    v += _fast_log1p(a[j] * x[s])
-                acc[j] = v
+                near[n_near] = j
+                n_near += 1
+        if n_near > 0:
+            n_pad = (n_near + 3) // 4 * 4
+            a_near = np.zeros(n_pad)
+            s_near = np.zeros(n_pad)
+            for i in range(n_near):
+                a_near[i] = a[near[i]]
+            for s in range(n):
+                xs = x[s]
+                for i in range(n_pad):
+                    s_near[i] += _fast_log1p(a_near[i] * xs)
+            for i in range(n_near):
+                acc[near[i]] = s_near[i]
     else:
         for s in range(n):
             xs = x[s]
@@ -121,8 +149,7 @@ def gpdfit_sorted(x, wip, min_grid_pts):
     k = 0.0
     u_max = 1.0 - theta_hat * x_max
     if u_max >= _TINY and u_max < _HUGE:
-        for s in range(n):
-            k += _fast_log1p(-theta_hat * x[s])
+        k = _sum_log1p(-theta_hat, x, terms)
     else:
         for s in range(n):
             k += math.log1p(-theta_hat * x[s])

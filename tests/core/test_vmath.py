@@ -1,11 +1,11 @@
-"""The vectorisable exp and log1p of loo_adapt.core._vmath against numpy's libm."""
+"""The vectorisable exp, expm1, log and log1p of loo_adapt.core._vmath against numpy's libm."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from loo_adapt.core._vmath import exp_clamped, log1p
+from loo_adapt.core._vmath import exp_clamped, expm1, index_float, log, log1p
 
 
 @njit(cache=True)
@@ -55,3 +55,63 @@ def test_log1p_within_2_ulp_including_tiny_and_near_minus_one():
     nz = ref != 0
     assert _ulp(out[nz], ref[nz]).max() <= 2.0
     np.testing.assert_array_equal(out[~nz], 0.0)
+
+
+@njit(cache=True)
+def _log_all(x, out):
+    for i in range(x.shape[0]):
+        out[i] = log(x[i])
+
+
+@njit(cache=True)
+def _expm1_all(x, out):
+    for i in range(x.shape[0]):
+        out[i] = expm1(x[i])
+
+
+@njit(cache=True)
+def _index_float_all(j, out):
+    for i in range(j.shape[0]):
+        out[i] = index_float(j[i])
+
+
+def test_log_within_2_ulp_over_the_normal_range():
+    rng = np.random.default_rng(2)
+    x = np.concatenate([
+        10.0 ** rng.uniform(-307.6, 299.9, 200_000),
+        rng.uniform(0.5, 2.0, 200_000),  # around 1, where log is small
+        [1.0, np.nextafter(1.0, 2.0), np.nextafter(1.0, 0.0), 2.2250738585072014e-308, 0.5],
+    ])
+    out = np.empty_like(x)
+    _log_all(x, out)
+    ref = np.log(x)
+    nz = ref != 0
+    assert _ulp(out[nz], ref[nz]).max() <= 2.0
+    np.testing.assert_array_equal(out[~nz], 0.0)
+
+
+def test_expm1_within_2_ulp_including_tiny_and_minus_one_below_minus_708():
+    rng = np.random.default_rng(3)
+    y = np.concatenate([
+        rng.uniform(-708.0, 709.0, 200_000),
+        rng.uniform(-1.0, 1.0, 200_000),
+        np.sign(rng.normal(size=100_000)) * 10.0 ** rng.uniform(-300, -1, 100_000),
+        [0.3465, -0.3466, 0.3467, -0.3467, 1e-300, -1e-300],
+    ])
+    out = np.empty_like(y)
+    _expm1_all(y, out)
+    ref = np.expm1(y)
+    nz = ref != 0
+    assert _ulp(out[nz], ref[nz]).max() <= 2.0
+    np.testing.assert_array_equal(out[~nz], ref[~nz])
+    below = np.array([-708.0001, -745.2, -1e6, -np.inf])
+    out = np.empty_like(below)
+    _expm1_all(below, out)
+    np.testing.assert_array_equal(out, -1.0)
+
+
+def test_index_float_is_exact():
+    j = np.concatenate([np.arange(5000), [2**31 - 1, 2**40 + 3, 2**52 - 1]]).astype(np.int64)
+    out = np.empty(j.shape[0])
+    _index_float_all(j, out)
+    np.testing.assert_array_equal(out, j.astype(np.float64))
