@@ -66,6 +66,7 @@ import types
 import warnings
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
@@ -409,29 +410,15 @@ def _check_column(col, loo):
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
-                status, out_elpd, out_lpd, out_mcse):
-    """Columns j0:j1 of the (S, n) input ``a``: log ratios, or (``loo``) log-likelihoods
-    with log ratios ``corr - a``.  Copied transposed into a block buffer, so that each
-    observation's draws are contiguous while ``a`` is read row-wise."""
-    s_draws = a.shape[0]
-    width = j1 - j0
-    buf = np.empty((width, s_draws))
-    ll = np.empty((width if loo else 0, s_draws))
-    # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
-    # transposed, instead of one cache/TLB miss per row per column
-    for s0 in range(0, s_draws, _TILE):
-        s1 = min(s0 + _TILE, s_draws)
-        if loo:
-            for j in range(width):
-                for s in range(s0, s1):
-                    v = a[s, j0 + j]
-                    ll[j, s] = v
-                    buf[j, s] = corr[s] - v
-        else:
-            for j in range(width):
-                for s in range(s0, s1):
-                    buf[j, s] = a[s, j0 + j]
+def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, b0, b1, out_lw,
+                 out_k, status, out_elpd, out_lpd, out_mcse):
+    """Blocks b0:b1 of ``block`` columns of the (S, n) input ``a``: log ratios, or (``loo``)
+    log-likelihoods with log ratios ``corr - a``.  Each block is copied transposed into a
+    buffer, so that each observation's draws are contiguous while ``a`` is read row-wise;
+    the scratch space is allocated once for all the blocks (one thread's share)."""
+    s_draws, n_obs = a.shape
+    buf = np.empty((block, s_draws))
+    ll = np.empty((block if loo else 0, s_draws))
     work = np.empty(s_draws)
     vals = np.empty(s_draws)
     idx = np.empty(s_draws, dtype=np.int64)
@@ -439,7 +426,37 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
     e1 = np.empty(s_draws)
     e2 = np.empty(s_draws)
     v = np.empty(s_draws)
-    lse_col = np.zeros(width)
+    lse_col = np.empty(block)
+    for b in range(b0, b1):
+        j0 = b * block
+        _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
+                    normalize, write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse,
+                    buf, ll, work, vals, idx, stack, e1, e2, v, lse_col)
+
+
+@njit(cache=True, error_model="numpy")
+def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
+                status, out_elpd, out_lpd, out_mcse, buf, ll, work, vals, idx, stack, e1, e2, v,
+                lse_col):
+    """Columns j0:j1 (see ``_psis_blocks``; the rest are scratch arrays)."""
+    s_draws = a.shape[0]
+    width = j1 - j0
+    # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
+    # transposed, instead of one cache/TLB miss per row per column
+    for s0 in range(0, s_draws, _TILE):
+        s1 = min(s0 + _TILE, s_draws)
+        if loo:
+            for j in range(width):
+                for s in range(s0, s1):
+                    x = a[s, j0 + j]
+                    ll[j, s] = x
+                    buf[j, s] = corr[s] - x
+        else:
+            for j in range(width):
+                for s in range(s0, s1):
+                    buf[j, s] = a[s, j0 + j]
+    for j in range(width):
+        lse_col[j] = 0.0
     for j in range(width):
         col = ll[j] if loo else buf[j]
         st = _check_column(col, loo)
@@ -485,23 +502,21 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, out_lw, out_k,
-                   status, out_elpd, out_lpd, out_mcse):
-    n_obs = a.shape[1]
-    n_blocks = (n_obs + block - 1) // block
-    for b in prange(n_blocks):
-        j0 = b * block
-        _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff, normalize,
-                    write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse)
+def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
+                   out_lw, out_k, status, out_elpd, out_lpd, out_mcse):
+    n_blocks = (a.shape[1] + block - 1) // block
+    for c in prange(n_chunks):  # a few chunks of whole blocks per thread
+        _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block,
+                     c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks, out_lw, out_k,
+                     status, out_elpd, out_lpd, out_mcse)
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, out_lw, out_k,
-                 status, out_elpd, out_lpd, out_mcse):
-    n_obs = a.shape[1]
-    for j0 in range(0, n_obs, block):
-        _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff, normalize,
-                    write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse)
+def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
+                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse):
+    n_blocks = (a.shape[1] + block - 1) // block
+    _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, 0, n_blocks,
+                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse)
 
 
 #: Observations per transposed block: each row of the input is read 256 contiguous bytes
@@ -515,6 +530,12 @@ _TILE = 64
 #: Below this many observations the thread-pool start-up costs more than it saves
 #: (measured ~25 ms per call on a loaded 2-core machine versus ~1 ms serial for 5 columns).
 _PARALLEL_MIN_COLS = 64
+
+#: Work items per numba thread (whole blocks, scratch allocated once per item), taken by
+#: the threads one at a time: a few, so that a thread on a loaded core does not hold up
+#: the others for long.
+_CHUNKS_PER_THREAD = 4
+
 
 def psis_tail_length(n_draws: int, r_eff) -> np.ndarray:
     """R loo ``n_pareto``: ``ceil(min(0.2 S, 3 sqrt(S / r_eff)))``.
@@ -645,8 +666,14 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
     m = n_obs if loo else 0
     elpd, lpd, mcse = np.empty(m), np.empty(m), np.empty(m)
     kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
-    kernel(a, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize),
-           bool(write), _BLOCK, out_lw, khat, status, elpd, lpd, mcse)
+    n_blocks = -(-n_obs // _BLOCK)
+    n_chunks = min(n_blocks, _CHUNKS_PER_THREAD * numba.get_num_threads())
+    previous = numba.set_parallel_chunksize(1)  # threads take the chunks one by one
+    try:
+        kernel(a, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize),
+               bool(write), _BLOCK, n_chunks, out_lw, khat, status, elpd, lpd, mcse)
+    finally:
+        numba.set_parallel_chunksize(previous)
     return (out_lw if write else None), khat, status, elpd, lpd, mcse
 
 
