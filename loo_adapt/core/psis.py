@@ -39,15 +39,20 @@ pointwise values agree to rounding):
 Implementation.  One numba kernel (``_psis_block``) handles a block of 32 observations at a
 time: the block is transposed through 64-draw tiles into a buffer, and each observation's
 tail is found by selection (a threshold from a strided sample of ~256 draws, a filter pass,
-quickselect of the cutoff among the candidates, a sort of the M + 1 largest only), so there
-is no full sort and no copy of the S x n input; the GPD fit (``core.gpd``), smoothing,
-normalisation and, for LOO, elpd_i, lpd_i and the MCSE follow in the same pass with the
-vectorised ``exp`` / ``log1p`` of ``core._vmath``.  The S x n log weights are written only
-when asked (``loo_pointwise(..., weights=False)`` skips them).  Blocks run in parallel
-(``prange``) from 64 observations up.  A fresh environment would compile this kernel on the
-first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x observations it runs
-the same algorithm in numpy instead (``core._psis_numpy``, same numbers to ~1e-14) unless
-the kernel is already compiled or in numba's cache.
+a branch-free quickselect of the cutoff among the candidates, a sort of the M + 1 largest
+only), so there is no full sort and no copy of the S x n input; the GPD fit (``core.gpd``)
+and the smoothing write the tail in place in the buffer, whose maximum then follows from
+the tail alone; the normaliser (one vectorised ``exp`` per draw) and, for LOO, elpd_i,
+lpd_i and the MCSE follow, with the vectorised ``exp`` / ``expm1`` / ``log`` / ``log1p`` of
+``core._vmath``.  The S x n log weights are written only when asked (``loo_pointwise(...,
+weights=False)`` skips them), normalised on the way back through the tiles.  From 64
+observations up, the blocks run in parallel (``prange`` over a few chunks of blocks per
+thread, each with its own scratch space).  A fresh environment would compile this kernel
+on the first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x observations
+it runs the same algorithm in numpy instead (``core._psis_numpy``, same numbers to ~1e-14,
+in column chunks) unless the kernel is already compiled or in numba's cache.
+``benchmarks/bench_psis.py`` measures it against arviz and a memory floor
+(``benchmarks/results/bench_psis.txt``).
 
 ``mcse_elpd_loo`` follows R ``loo`` >= 2.7 (PR stan-dev/loo#246): the sampling distribution
 of ``E[p(y_i | y_-i)]`` is approximated by a log-normal with the PSIS mean and variance, so
@@ -115,9 +120,11 @@ _TINY = 2.2250738585072014e-308  # smallest normal float64
 #      than M + 1 draws lie at or above it; the draws >= t are the candidates (one pass);
 #   3. quickselect among the candidates gives the (M + 1)-th largest value c; the draws
 #      >= c are sorted by (value, draw), which is R's stable order, ties included;
-#   4. GPD fit of the M tail values, smoothed and truncated tail written in place;
+#   4. GPD fit of the M tail values, smoothed and truncated tail written in place in the
+#      block buffer (the maximum of the result from the tail and the draws next to it);
 #   5. normalisation, and (LOO mode) elpd_i, lpd_i and the MCSE's relative variance, with
-#      the vectorised exp of ``_vmath``.
+#      the vectorised exp of ``_vmath``; the weights, if asked for, are normalised while
+#      the block is transposed back.
 # Nothing of size S x n is allocated unless the caller asks for the weights.
 
 
