@@ -59,17 +59,19 @@ _C12, _C13 = 1.0 / 479001600.0, 1.0 / 6227020800.0
 
 
 @njit(inline="always", error_model="numpy")
-def exp_clamped(y):
-    """``exp(y)`` for ``y <= 709``; exactly 0 for ``y < -708`` (including ``-inf``)."""
+def _exp_parts(y):
+    """``(2^k, expm1(r))`` with ``exp(y) = 2^k (1 + expm1(r))``, for ``-708 <= y <= 709``
+    (``y`` below is taken as -708)."""
     yc = y if y > -708.0 else -708.0
     t = yc * _LOG2E + _SHIFT
     kf = t - _SHIFT
     k = _bits(t) - _SHIFT_BITS
-    r = (yc - kf * _LN2_HI) - kf * _LN2_LO  # |r| <= ln(2) / 2
+    r = (yc - kf * _LN2_HI) - kf * _LN2_LO  # |r| <= ln(2) / 2; r = y when k = 0
     # Taylor series of exp(r) to degree 13: truncation below 1e-17 for |r| <= 0.35.  The
-    # terms of degree 4..13 (below 6e-4 in total) by Estrin's scheme, the last four by
+    # terms of degree 4..13 (below 6e-4 in total) by Estrin's scheme, the others by
     # Horner's: a dependency chain of 8 operations instead of 14 (~1.7x faster in a
-    # vectorised loop), with the rounding of the leading terms unchanged
+    # vectorised loop), with the rounding of the leading terms unchanged.  Without its
+    # constant term the series keeps the relative precision of r (expm1)
     r2 = r * r
     r4 = r2 * r2
     q = ((_C4 + _C5 * r) + (_C6 + _C7 * r) * r2
@@ -78,8 +80,14 @@ def exp_clamped(y):
     p = q * r + 1.0 / 6.0
     p = p * r + 0.5
     p = p * r + 1.0
-    p = p * r + 1.0
-    e = p * _from_bits((k + 1023) << 52)
+    return _from_bits((k + 1023) << 52), p * r
+
+
+@njit(inline="always", error_model="numpy")
+def exp_clamped(y):
+    """``exp(y)`` for ``y <= 709``; exactly 0 for ``y < -708`` (including ``-inf``)."""
+    scale, em = _exp_parts(y)
+    e = (em + 1.0) * scale
     return e if y >= -708.0 else 0.0
 
 
@@ -87,26 +95,10 @@ def exp_clamped(y):
 def expm1(y):
     """``exp(y) - 1`` for ``y <= 709`` to ~2 ulp, small ``|y|`` included (``-1`` below -708).
 
-    ``y = k ln 2 + r`` as in ``exp_clamped``; ``expm1(r) = r P(r)`` from the same series
-    without its constant term, so it keeps the relative precision of ``r``, and
-    ``expm1(y) = 2^k expm1(r) + (2^k - 1)``, where ``2^k - 1`` is exact and, for ``k != 0``,
-    ``|expm1(y)| > 0.29`` (no cancellation).
+    ``expm1(y) = 2^k expm1(r) + (2^k - 1)`` (``_exp_parts``), where ``2^k - 1`` is exact and,
+    for ``k != 0``, ``|expm1(y)| > 0.29`` (no cancellation).
     """
-    yc = y if y > -708.0 else -708.0
-    t = yc * _LOG2E + _SHIFT
-    kf = t - _SHIFT
-    k = _bits(t) - _SHIFT_BITS
-    r = (yc - kf * _LN2_HI) - kf * _LN2_LO  # |r| <= ln(2) / 2; r = y when k = 0
-    r2 = r * r
-    r4 = r2 * r2
-    q = ((_C4 + _C5 * r) + (_C6 + _C7 * r) * r2
-         + ((_C8 + _C9 * r) + (_C10 + _C11 * r) * r2) * r4
-         + (_C12 + _C13 * r) * (r4 * r4))
-    p = q * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    em = p * r
-    scale = _from_bits((k + 1023) << 52)
+    scale, em = _exp_parts(y)
     return scale * em + (scale - 1.0)
 
 

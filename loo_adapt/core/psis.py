@@ -190,14 +190,20 @@ def _kth_largest(v, n, k, tmp):
             k -= n_seg - n_lt
             lo = hi - n_lt
         src, dst = dst, src
-    for i in range(lo + 1, hi):  # insertion sort of the short rest, ascending
-        x = src[i]
-        j = i - 1
-        while j >= lo and src[j] > x:
-            src[j + 1] = src[j]
-            j -= 1
-        src[j + 1] = x
+    _insertion_sort(src, lo, hi)  # the short rest
     return src[hi - k]
+
+
+@njit(cache=True, error_model="numpy")
+def _insertion_sort(v, lo, hi):
+    """Sort ``v[lo:hi]`` ascending in place (for short runs)."""
+    for i in range(lo + 1, hi):
+        x = v[i]
+        j = i - 1
+        while j >= lo and v[j] > x:
+            v[j + 1] = v[j]
+            j -= 1
+        v[j + 1] = x
 
 
 @njit(cache=True, error_model="numpy")
@@ -252,14 +258,7 @@ def _sort_pairs(v, idx, n, stack):
         j = i + 1
         while j < n and v[j] == v[i]:
             j += 1
-        if j - i > 1:
-            for a in range(i + 1, j):
-                d = idx[a]
-                b = a - 1
-                while b >= i and idx[b] > d:
-                    idx[b + 1] = idx[b]
-                    b -= 1
-                idx[b + 1] = d
+        _insertion_sort(idx, i, j)
         i = j
 
 
