@@ -123,7 +123,9 @@ _TINY = 2.2250738585072014e-308  # smallest normal float64
 #   4. GPD fit of the M tail values, smoothed and truncated tail written in place in the
 #      block buffer (the maximum of the result from the tail and the draws next to it);
 #   5. normalisation, and (LOO mode) elpd_i, lpd_i and the MCSE's relative variance, with
-#      the vectorised exp of ``_vmath``; the weights, if asked for, are normalised while
+#      the vectorised exp of ``_vmath`` (for plain LOO only the smoothed tail needs an exp
+#      for elpd_i: elsewhere log_lik + log weight is -lse); the weights, if asked for, are
+#      normalised while
 #      the block is transposed back.
 # Nothing of size S x n is allocated unless the caller asks for the weights.
 
@@ -293,7 +295,7 @@ def _max(v):
 def _psis_column(lr, tail_len, work, vals, idx, stack):
     """Smooth one observation's log ratios ``lr`` (contiguous, checked finite or -inf, max
     finite) in place into unnormalised log weights; returns (khat, status, max of the
-    result).
+    result, t), the smoothed draws being ``idx[t:t + tail_len]`` when status is _OK.
 
     Port of R loo ``do_psis_i`` + ``posterior::ps_tail(are_log_weights=TRUE)``.  ``lr``
     keeps the raw log ratios where no smoothing is possible.
@@ -301,7 +303,7 @@ def _psis_column(lr, tail_len, work, vals, idx, stack):
     s_draws = lr.shape[0]
     mx = _max(lr)
     if tail_len < 5:
-        return math.inf, _SHORT_TAIL, mx
+        return math.inf, _SHORT_TAIL, mx, 0
     n_top = tail_len + 1  # the tail and the cutoff below it
     # threshold from a strided sample: its r-th largest leaves ~2x n_top draws above it
     stride = s_draws // 256 if s_draws >= 512 else 1
@@ -335,7 +337,7 @@ def _psis_column(lr, tail_len, work, vals, idx, stack):
     tail_lo = vals[base + 1]
     tail_hi = vals[n_sel - 1]
     if abs(tail_hi - tail_lo) < _DBL_EPS:
-        return math.inf, _CONSTANT_TAIL, mx
+        return math.inf, _CONSTANT_TAIL, mx, 0
     cutoff = vals[base]
     if cutoff == tail_lo:
         cutoff = cutoff - _DBL_EPS
@@ -349,7 +351,7 @@ def _psis_column(lr, tail_len, work, vals, idx, stack):
         j += 1
     k, sigma = gpdfit_sorted(tail, True, 30)
     if not (math.isfinite(k) and math.isfinite(sigma) and sigma > 0.0):
-        return math.inf, _FIT_FAILED, mx
+        return math.inf, _FIT_FAILED, mx, 0
     # the largest draw outside the tail: draws below the cutoff have smaller shifted
     # values, hence smaller raw values, so it is among the selected ones
     m2 = -math.inf
@@ -360,7 +362,7 @@ def _psis_column(lr, tail_len, work, vals, idx, stack):
         v = tail[j] + mx
         lr[idx[base + 1 + j]] = v
         m2 = max(m2, v)
-    return k, _OK, m2
+    return k, _OK, m2, base + 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -433,18 +435,22 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
     e2 = np.empty(s_draws)
     v = np.empty(s_draws)
     lse_col = np.empty(block)
+    zero_corr = True
+    for s in range(corr.shape[0]):
+        zero_corr = zero_corr and corr[s] == 0.0
     for b in range(b0, b1):
         j0 = b * block
         _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
                     normalize, write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse,
-                    buf, ll, work, vals, idx, stack, e1, e2, v, lse_col)
+                    zero_corr, buf, ll, work, vals, idx, stack, e1, e2, v, lse_col)
 
 
 @njit(cache=True, error_model="numpy")
 def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
-                status, out_elpd, out_lpd, out_mcse, buf, ll, work, vals, idx, stack, e1, e2, v,
-                lse_col):
-    """Columns j0:j1 (see ``_psis_blocks``; the rest are scratch arrays)."""
+                status, out_elpd, out_lpd, out_mcse, zero_corr, buf, ll, work, vals, idx, stack,
+                e1, e2, v, lse_col):
+    """Columns j0:j1 (see ``_psis_blocks``; ``zero_corr``: ``corr`` is 0 for every draw;
+    the rest are scratch arrays)."""
     s_draws = a.shape[0]
     width = j1 - j0
     # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
@@ -471,7 +477,7 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
             out_k[j0 + j] = math.nan
             continue
         out = buf[j]  # smoothed in place
-        k, st, m2 = _psis_column(out, tail_len[j0 + j], work, vals, idx, stack)
+        k, st, m2, t0 = _psis_column(out, tail_len[j0 + j], work, vals, idx, stack)
         out_k[j0 + j] = k
         status[j0 + j] = st
         if not (normalize or loo):
@@ -480,10 +486,29 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
         lse_col[j] = lse if normalize else 0.0
         if loo:
             lc = ll[j]
-            for s in range(s_draws):
-                v[s] = lc[s] + (out[s] - lse)  # log_lik + normalised log weight
-            vmax = _max(v)
-            elpd = _log_sum_exp(v, vmax, e2)  # e2 = exp(v - vmax)
+            if zero_corr:
+                # v = log_lik + normalised log weight is -lse wherever the weight is the raw
+                # ratio exp(-log_lik): only the smoothed tail needs an exp
+                n_sm = tail_len[j0 + j] if st == _OK else 0
+                vmax = -lse
+                for i in range(n_sm):
+                    s = idx[t0 + i]
+                    vt = lc[s] + (out[s] - lse)
+                    work[i] = vt
+                    vmax = max(vmax, vt)
+                for i in range(n_sm):
+                    work[i] = exp_clamped(work[i] - vmax)
+                e_body = math.exp(-lse - vmax)
+                for s in range(s_draws):
+                    e2[s] = e_body
+                for i in range(n_sm):
+                    e2[idx[t0 + i]] = work[i]
+                elpd = vmax + math.log(_sum(e2, s_draws))  # e2 = exp(v - vmax)
+            else:
+                for s in range(s_draws):
+                    v[s] = lc[s] + (out[s] - lse)  # log_lik + normalised log weight
+                vmax = _max(v)
+                elpd = _log_sum_exp(v, vmax, e2)  # e2 = exp(v - vmax)
             out_elpd[j0 + j] = elpd
             # Var / E^2 = sum_s (w_s p_s / E - w_s)^2 (module docstring)
             ca = math.exp(vmax - elpd)
