@@ -125,8 +125,7 @@ _TINY = 2.2250738585072014e-308  # smallest normal float64
 #   5. normalisation, and (LOO mode) elpd_i, lpd_i and the MCSE's relative variance, with
 #      the vectorised exp of ``_vmath`` (for plain LOO only the smoothed tail needs an exp
 #      for elpd_i: elsewhere log_lik + log weight is -lse); the weights, if asked for, are
-#      normalised while
-#      the block is transposed back.
+#      normalised while the block is transposed back.
 # Nothing of size S x n is allocated unless the caller asks for the weights.
 
 
