@@ -60,7 +60,6 @@ def gpdfit_sorted(x, wip, min_grid_pts):
     m_pad = (m + 3) // 4 * 4  # whole AVX2 vectors; the padding lanes have a = 0, log1p(0) = 0
     theta = np.empty(m)
     terms = np.empty(n)
-    near = np.empty(m, dtype=np.int64)
     a = np.zeros(m_pad)
     acc = np.zeros(m_pad)
     n_slow = 0
@@ -91,24 +90,9 @@ def gpdfit_sorted(x, wip, min_grid_pts):
                 acc[j] += math.log(prod[j])
         # where |kk_j| < 0.05 that absolute error is not small relative to kk_j (l_j uses
         # log(kk_j)): those grid points are summed term by term with a relative-exact log1p
-        # (one lane per such grid point, each summed in ascending s as a plain loop would)
-        n_near = 0
         for j in range(m):
             if abs(acc[j]) < 0.05 * n:
-                near[n_near] = j
-                n_near += 1
-        if n_near > 0:
-            n_pad = (n_near + 3) // 4 * 4
-            a_near = np.zeros(n_pad)
-            s_near = np.zeros(n_pad)
-            for i in range(n_near):
-                a_near[i] = a[near[i]]
-            for s in range(n):
-                xs = x[s]
-                for i in range(n_pad):
-                    s_near[i] += _fast_log1p(a_near[i] * xs)
-            for i in range(n_near):
-                acc[near[i]] = s_near[i]
+                acc[j] = _sum_log1p(a[j], x, terms)
     else:
         for s in range(n):
             xs = x[s]
