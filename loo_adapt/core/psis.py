@@ -54,7 +54,7 @@ in column chunks) unless the kernel is already compiled or in numba's cache.
 ``benchmarks/bench_psis.py`` measures it against arviz and a memory floor
 (``benchmarks/results/bench_psis.txt``).
 
-``mcse_elpd_loo`` follows R ``loo`` >= 2.7 (PR stan-dev/loo#246): the sampling distribution
+``mcse_elpd_i`` follows R ``loo`` >= 2.7 (PR stan-dev/loo#246): the sampling distribution
 of ``E[p(y_i | y_-i)]`` is approximated by a log-normal with the PSIS mean and variance, so
 ``mcse_i = sqrt(log1p(Var / E^2) / r_eff_i)``.  The variance is computed relative to the
 LOO predictive density (``Var / E^2 = sum_s w_s^2 (p_s / E - 1)^2``), which cannot overflow.
