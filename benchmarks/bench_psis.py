@@ -15,11 +15,17 @@ and 4000 x 2000) it times, best of ``--repeat`` with the candidates interleaved:
 
 and prints each as a ratio (arviz time / ours, ours / floor).  Peak extra memory of ours is
 measured in a fresh subprocess from the kernel's high-water mark of the resident set
-(``/proc/self/status`` VmHWM after resetting it), relative to the input's size.  Results are
+(``/proc/self/status`` VmHWM after resetting it), relative to the input's size; likewise
+for the numpy cold-start path (``core._psis_numpy``) on the largest problem it is used for
+(``NUMPY_MAX_CELLS`` cells).  Results are
 compared (max |khat - khat_arviz|).  Times are wall clock on whatever else the machine runs,
 so only the ratios of one run mean something; the CPU time of the calling thread is printed
 too, and for the single-threaded runs (ours with one numba thread, arviz, the floor) it
-measures the work better than the wall clock on a loaded machine.
+measures the work better than the wall clock on a loaded machine.  For the run on all
+threads the CPU time of the whole process gives the parallel efficiency (CPU time on one
+thread / CPU time of all threads) and the ratio the threads would reach on idle cores
+(arviz's CPU time x threads / ours' CPU time of all threads): on a machine whose cores are
+busy with other work the wall clock of a multi-threaded run says little.
 """
 
 from __future__ import annotations
@@ -90,13 +96,31 @@ def _memory_child(n_draws: int, n_obs: int) -> None:
     out = {"input_mb": lr.nbytes / 2**20, "threads": numba.get_num_threads()}
     for name, fn in (("psislw", lambda: psislw(lr, r_eff=1.0)),
                      ("loo_no_weights", lambda: loo_pointwise(ll, r_eff=1.0, weights=False))):
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset VmHWM to the current RSS
-        base = _vm("VmRSS")
-        res = fn()
-        out[name] = (_vm("VmHWM") - base) / 2**20
-        del res
+        out[name] = _peak_extra_mb(fn)
+    # the numpy cold-start path, on the largest problem it takes (NUMPY_MAX_CELLS)
+    from loo_adapt.core import psis
+    from loo_adapt.core._compiled import NUMPY_MAX_CELLS
+
+    cols = max(1, min(n_obs, NUMPY_MAX_CELLS // n_draws))
+    lr_np, ll_np = np.ascontiguousarray(lr[:, :cols]), np.ascontiguousarray(ll[:, :cols])
+    out["numpy_cols"], out["numpy_input_mb"] = cols, lr_np.nbytes / 2**20
+    psis._engine = lambda n_draws, n_obs: "numpy"
+    for name, fn in (("numpy_psislw", lambda: psislw(lr_np, r_eff=1.0)),
+                     ("numpy_loo_no_weights",
+                      lambda: loo_pointwise(ll_np, r_eff=1.0, weights=False))):
+        out[name] = _peak_extra_mb(fn)
     print(json.dumps(out))
+
+
+def _peak_extra_mb(fn) -> float:
+    """Peak resident memory of ``fn()`` above the resident set before it, in MiB."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS
+    base = _vm("VmRSS")
+    res = fn()
+    peak = (_vm("VmHWM") - base) / 2**20
+    del res
+    return peak
 
 
 def _warm_up(lr) -> None:
@@ -147,13 +171,15 @@ def bench(n_draws: int, n_obs: int, repeat: int) -> None:
     if az_psislw is not None:
         runs[az_name] = []
     cpu = {k: [] for k in runs}
+    proc_cpu = {k: [] for k in runs}
     khat = khat_ref = None
 
     def timed(name, fn):
-        c0, t0 = time.thread_time(), time.perf_counter()
+        c0, p0, t0 = time.thread_time(), time.process_time(), time.perf_counter()
         out = fn()
         runs[name].append(time.perf_counter() - t0)
         cpu[name].append(time.thread_time() - c0)
+        proc_cpu[name].append(time.process_time() - p0)
         return out
 
     for _ in range(repeat):
@@ -167,6 +193,7 @@ def bench(n_draws: int, n_obs: int, repeat: int) -> None:
             khat_ref = timed(az_name, lambda: az_psislw(lr_t, r_eff))[1]
     best = {k: _best(v) for k, v in runs.items()}
     best_cpu = {k: _best(v) for k, v in cpu.items()}
+    best_proc = {k: _best(v) for k, v in proc_cpu.items()}
     print(f"\nS = {n_draws}, n = {n_obs} (input {lr.nbytes / 2**20:.0f} MiB), r_eff = 1, "
           f"best of {repeat}; wall clock, and CPU time of the calling thread")
     for k, v in best.items():
@@ -179,6 +206,12 @@ def bench(n_draws: int, n_obs: int, repeat: int) -> None:
               f"{c_az / best_cpu['ours 1 thr']:.1f}x  (single-threaded work, robust to load)")
         print(f"  CPU-time ratio {az_name} / ours loo 1 thr : "
               f"{c_az / best_cpu['ours loo 1 thr']:.1f}x")
+        par = f"ours {n_threads} thr"
+        print(f"  ours {n_threads} thr used {best_proc[par]:.3f} s CPU in all threads "
+              f"(1 thr: {best_cpu['ours 1 thr']:.3f} s): parallel efficiency "
+              f"{best_cpu['ours 1 thr'] / best_proc[par]:.2f}; CPU-time ratio {az_name} / "
+              f"ours {n_threads} thr if each thread had an idle core: "
+              f"{c_az * n_threads / best_proc[par]:.1f}x")
         t_az = best[az_name]
         print(f"  ratio {az_name} / ours 1 thr      : {t_az / best['ours 1 thr']:.1f}x")
         print(f"  ratio {az_name} / ours {n_threads} thr      : "
@@ -198,6 +231,10 @@ def bench(n_draws: int, n_obs: int, repeat: int) -> None:
     print(f"  peak extra memory (fresh process, {mem['threads']} thr): psislw "
           f"{mem['psislw'] / mem['input_mb']:.2f}x input (the weights are 1.00x), "
           f"loo without weights {mem['loo_no_weights'] / mem['input_mb']:.3f}x input")
+    print(f"  peak extra memory of the numpy cold-start path ({n_draws} x {mem['numpy_cols']}): "
+          f"psislw {mem['numpy_psislw'] / mem['numpy_input_mb']:.2f}x input (the weights are "
+          f"1.00x), loo without weights "
+          f"{mem['numpy_loo_no_weights'] / mem['numpy_input_mb']:.2f}x input")
 
 
 def main() -> None:

@@ -1,11 +1,11 @@
 """PSIS and PSIS-LOO in plain numpy, vectorised over observations: the cold-start path.
 
 Same algorithm, same outputs as the numba kernel of ``loo_adapt.core.psis`` (``_run``), to
-rounding (~1e-14; ``tests/core/test_psis_paths.py``).  It exists because compiling the numba
+rounding (~1e-14; ``tests/core/test_psis_kernel.py``).  It exists because compiling the numba
 kernel takes seconds in a fresh environment, longer than this path needs for a few million
 log-likelihood values; ``psis._run`` picks it for such problems unless the kernel is
-already compiled.  Memory: a few temporaries of the input's size, so it is only used for
-small inputs.
+already compiled.  It runs over chunks of columns, so its temporaries stay within ~1x the
+input.
 
 Columns are processed in groups with the same tail length M (one group for a scalar
 r_eff): the M + 1 largest values of each column by ``np.argpartition``, put in R's stable
@@ -28,6 +28,10 @@ from loo_adapt.core.psis import (
 
 #: Columns per GPD batch: bounds the (columns, grid, M) temporary to ~64 MB.
 _GPD_BATCH_CELLS = 8_000_000
+
+#: The columns are processed in this many chunks: a chunk's temporaries (~10 arrays of its
+#: size) then stay within ~1x the input (``benchmarks/bench_psis.py`` measures the peak).
+_CHUNKS = 12
 
 
 def _lse(v, axis=0):
@@ -121,7 +125,35 @@ def _smooth_group(x, out, mx, tail_len, khat, status):
 
 def psis_numpy(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write):
     """The numpy twin of ``psis._run``'s kernel call; same arguments and outputs:
-    (log_weights or None, khat, status, elpd, lpd, mcse_lognormal)."""
+    (log_weights or None, khat, status, elpd, lpd, mcse_lognormal).
+
+    Runs over chunks of at most ``1 / _CHUNKS`` of the columns (each column's numbers do not
+    depend on the others), so the temporaries stay within ~1x the input's size; the
+    weights, when asked for, are another 1x.
+    """
+    n_draws, n_obs = a.shape
+    width = max(1, -(-n_obs // _CHUNKS))
+    if width >= n_obs:
+        lw, *rest = _psis_chunk(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write)
+        return (np.ascontiguousarray(lw) if write else None), *rest
+    m = n_obs if loo else 0
+    out_lw = np.empty((n_draws, n_obs)) if write else None
+    khat, status = np.empty(n_obs), np.empty(n_obs, dtype=np.int64)
+    elpd, lpd, mcse = np.empty(m), np.empty(m), np.empty(m)
+    for j0 in range(0, n_obs, width):
+        cols = slice(j0, min(j0 + width, n_obs))
+        lw, khat[cols], status[cols], e, p, s = _psis_chunk(
+            a[:, cols], corr, lpd_off, loo, tail_len[cols], r_eff[cols], normalize, write)
+        if write:
+            out_lw[:, cols] = lw
+        if loo:
+            elpd[cols], lpd[cols], mcse[cols] = e, p, s
+    return out_lw, khat, status, elpd, lpd, mcse
+
+
+def _psis_chunk(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write):
+    """``psis_numpy`` on the columns of ``a`` at once (temporaries ~10x its size); the log
+    weights are returned as a transposed (S, n) view."""
     n_draws, n_obs = a.shape
     at = np.asarray(a).T  # (n, S) view
     with np.errstate(invalid="ignore"):
@@ -170,5 +202,5 @@ def psis_numpy(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write):
                 arr[~good] = np.nan
         if normalize:
             out = lw
-    lw_out = np.ascontiguousarray(out.T) if write else None
+    lw_out = out.T if write else None
     return lw_out, khat, status, elpd, lpd, mcse

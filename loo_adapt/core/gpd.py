@@ -24,6 +24,20 @@ _TINY = 2.2250738585072014e-308  # the fast log1p needs _TINY <= 1 + t < _HUGE
 _HUGE = 1e300
 
 
+@njit(inline="always", error_model="numpy")
+def _sum_log1p(c, x, terms):
+    """``sum_s log1p(c x_s)`` in ascending s (the order of a plain loop, so the same
+    rounding), with the terms computed first by a loop that LLVM vectorises (a reduction
+    alone stays scalar, one ``log1p`` after the other)."""
+    n = x.shape[0]
+    for s in range(n):
+        terms[s] = _fast_log1p(c * x[s])
+    v = 0.0
+    for s in range(n):
+        v += terms[s]
+    return v
+
+
 @njit(cache=True, error_model="numpy")
 def gpdfit_sorted(x, wip, min_grid_pts):
     """Zhang & Stephens (2009) fit of a zero-location GPD to ascending ``x`` (R loo gpdfit).
@@ -45,6 +59,7 @@ def gpdfit_sorted(x, wip, min_grid_pts):
     x_max = x[n - 1]
     m_pad = (m + 3) // 4 * 4  # whole AVX2 vectors; the padding lanes have a = 0, log1p(0) = 0
     theta = np.empty(m)
+    terms = np.empty(n)
     a = np.zeros(m_pad)
     acc = np.zeros(m_pad)
     n_slow = 0
@@ -77,10 +92,7 @@ def gpdfit_sorted(x, wip, min_grid_pts):
         # log(kk_j)): those grid points are summed term by term with a relative-exact log1p
         for j in range(m):
             if abs(acc[j]) < 0.05 * n:
-                v = 0.0
-                for s in range(n):
-                    v += _fast_log1p(a[j] * x[s])
-                acc[j] = v
+                acc[j] = _sum_log1p(a[j], x, terms)
     else:
         for s in range(n):
             xs = x[s]
@@ -121,8 +133,7 @@ def gpdfit_sorted(x, wip, min_grid_pts):
     k = 0.0
     u_max = 1.0 - theta_hat * x_max
     if u_max >= _TINY and u_max < _HUGE:
-        for s in range(n):
-            k += _fast_log1p(-theta_hat * x[s])
+        k = _sum_log1p(-theta_hat, x, terms)
     else:
         for s in range(n):
             k += math.log1p(-theta_hat * x[s])

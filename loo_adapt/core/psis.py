@@ -39,17 +39,22 @@ pointwise values agree to rounding):
 Implementation.  One numba kernel (``_psis_block``) handles a block of 32 observations at a
 time: the block is transposed through 64-draw tiles into a buffer, and each observation's
 tail is found by selection (a threshold from a strided sample of ~256 draws, a filter pass,
-quickselect of the cutoff among the candidates, a sort of the M + 1 largest only), so there
-is no full sort and no copy of the S x n input; the GPD fit (``core.gpd``), smoothing,
-normalisation and, for LOO, elpd_i, lpd_i and the MCSE follow in the same pass with the
-vectorised ``exp`` / ``log1p`` of ``core._vmath``.  The S x n log weights are written only
-when asked (``loo_pointwise(..., weights=False)`` skips them).  Blocks run in parallel
-(``prange``) from 64 observations up.  A fresh environment would compile this kernel on the
-first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x observations it runs
-the same algorithm in numpy instead (``core._psis_numpy``, same numbers to ~1e-14) unless
-the kernel is already compiled or in numba's cache.
+a branch-free quickselect of the cutoff among the candidates, a sort of the M + 1 largest
+only), so there is no full sort and no copy of the S x n input; the GPD fit (``core.gpd``)
+and the smoothing write the tail in place in the buffer, whose maximum then follows from
+the tail alone; the normaliser (one vectorised ``exp`` per draw) and, for LOO, elpd_i,
+lpd_i and the MCSE follow, with the vectorised ``exp`` / ``expm1`` / ``log`` / ``log1p`` of
+``core._vmath``.  The S x n log weights are written only when asked (``loo_pointwise(...,
+weights=False)`` skips them), normalised on the way back through the tiles.  From 64
+observations up, the blocks run in parallel (``prange`` over a few chunks of blocks per
+thread, each with its own scratch space).  A fresh environment would compile this kernel
+on the first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x observations
+it runs the same algorithm in numpy instead (``core._psis_numpy``, same numbers to ~1e-14,
+in column chunks) unless the kernel is already compiled or in numba's cache.
+``benchmarks/bench_psis.py`` measures it against arviz and a memory floor
+(``benchmarks/results/bench_psis.txt``).
 
-``mcse_elpd_loo`` follows R ``loo`` >= 2.7 (PR stan-dev/loo#246): the sampling distribution
+``mcse_elpd_i`` follows R ``loo`` >= 2.7 (PR stan-dev/loo#246): the sampling distribution
 of ``E[p(y_i | y_-i)]`` is approximated by a log-normal with the PSIS mean and variance, so
 ``mcse_i = sqrt(log1p(Var / E^2) / r_eff_i)``.  The variance is computed relative to the
 LOO predictive density (``Var / E^2 = sum_s w_s^2 (p_s / E - 1)^2``), which cannot overflow.
@@ -66,13 +71,17 @@ import types
 import warnings
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
 from loo_adapt.core._compiled import NUMPY_MAX_CELLS, compiled
 from loo_adapt.core._names import add_deprecated_aliases
-from loo_adapt.core._vmath import exp_clamped
+from loo_adapt.core._vmath import exp_clamped, index_float
+from loo_adapt.core._vmath import expm1 as _expm1
+from loo_adapt.core._vmath import log as _log
+from loo_adapt.core._vmath import log1p as _log1p
 from loo_adapt.core.gpd import gpdfit, gpdfit_sorted
 
 __all__ = [
@@ -97,6 +106,7 @@ MIN_DRAWS = 100
 _OK, _SHORT_TAIL, _CONSTANT_TAIL, _FIT_FAILED, _BAD, _ALL_NEG_INF = 0, 1, 2, 3, 4, 5
 
 _DBL_EPS = np.finfo(float).eps
+_TINY = 2.2250738585072014e-308  # smallest normal float64
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,9 +120,12 @@ _DBL_EPS = np.finfo(float).eps
 #      than M + 1 draws lie at or above it; the draws >= t are the candidates (one pass);
 #   3. quickselect among the candidates gives the (M + 1)-th largest value c; the draws
 #      >= c are sorted by (value, draw), which is R's stable order, ties included;
-#   4. GPD fit of the M tail values, smoothed and truncated tail written in place;
+#   4. GPD fit of the M tail values, smoothed and truncated tail written in place in the
+#      block buffer (the maximum of the result from the tail and the draws next to it);
 #   5. normalisation, and (LOO mode) elpd_i, lpd_i and the MCSE's relative variance, with
-#      the vectorised exp of ``_vmath``.
+#      the vectorised exp of ``_vmath`` (for plain LOO only the smoothed tail needs an exp
+#      for elpd_i: elsewhere log_lik + log weight is -lse); the weights, if asked for, are
+#      normalised while the block is transposed back.
 # Nothing of size S x n is allocated unless the caller asks for the weights.
 
 
@@ -139,29 +152,59 @@ def _hoare(v, idx, lo, hi, pivot):
 
 
 @njit(cache=True, error_model="numpy")
-def _kth_largest(v, n, k):
-    """Value of the k-th largest of ``v[:n]`` (1 <= k <= n); reorders ``v`` (quickselect)."""
-    target = n - k
+def _kth_largest(v, n, k, tmp):
+    """Value of the k-th largest of ``v[:n]`` (1 <= k <= n); ``v[:n]`` and ``tmp[:n]`` are
+    scratch.  Quickselect with a branch-free three-way partition from one buffer into the
+    other (values above the pivot to the front, below it to the back, each store made
+    unconditionally and kept by a conditional increment), so that the comparisons cost no
+    mispredicted branches (~3x faster than a Hoare partition on random values)."""
+    src = v
+    dst = tmp
     lo = 0
-    hi = n - 1
-    no_idx = np.empty(0, dtype=np.int64)
-    while hi > lo:
-        a = v[lo]
-        b = v[(lo + hi) >> 1]
-        c = v[hi]
+    hi = n
+    while hi - lo > 16:
+        a = src[lo]
+        b = src[(lo + hi) >> 1]
+        c = src[hi - 1]
         if a > b:
             a, b = b, a
         if b > c:
             b = c
         pivot = b if b > a else a  # median of three
-        i, j = _hoare(v, no_idx, lo, hi, pivot)
-        if target <= j:
-            hi = j
-        elif target >= i:
-            lo = i
+        n_gt = 0
+        n_lt = 0
+        # before each element n_gt + n_lt < hi - lo, so the tentative store to the front
+        # never hits a kept slot at the back, and the back store lands on the front one
+        # only with the same value
+        for i in range(lo, hi):
+            x = src[i]
+            dst[lo + n_gt] = x
+            n_gt += 1 if x > pivot else 0
+            dst[hi - 1 - n_lt] = x
+            n_lt += 1 if x < pivot else 0
+        n_seg = hi - lo
+        if k <= n_gt:
+            hi = lo + n_gt
+        elif k <= n_seg - n_lt:
+            return pivot
         else:
-            return v[target]
-    return v[target]
+            k -= n_seg - n_lt
+            lo = hi - n_lt
+        src, dst = dst, src
+    _insertion_sort(src, lo, hi)  # the short rest
+    return src[hi - k]
+
+
+@njit(cache=True, error_model="numpy")
+def _insertion_sort(v, lo, hi):
+    """Sort ``v[lo:hi]`` ascending in place (for short runs)."""
+    for i in range(lo + 1, hi):
+        x = v[i]
+        j = i - 1
+        while j >= lo and v[j] > x:
+            v[j + 1] = v[j]
+            j -= 1
+        v[j + 1] = x
 
 
 @njit(cache=True, error_model="numpy")
@@ -216,14 +259,7 @@ def _sort_pairs(v, idx, n, stack):
         j = i + 1
         while j < n and v[j] == v[i]:
             j += 1
-        if j - i > 1:
-            for a in range(i + 1, j):
-                d = idx[a]
-                b = a - 1
-                while b >= i and idx[b] > d:
-                    idx[b + 1] = idx[b]
-                    b -= 1
-                idx[b + 1] = d
+        _insertion_sort(idx, i, j)
         i = j
 
 
@@ -255,18 +291,18 @@ def _max(v):
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_column(lr, tail_len, out, work, vals, idx, stack):
-    """Smoothed, unnormalised log weights of one observation's log ratios ``lr`` (contiguous,
-    checked finite or -inf, max finite) into ``out``; returns (khat, status).
+def _psis_column(lr, tail_len, work, vals, idx, stack):
+    """Smooth one observation's log ratios ``lr`` (contiguous, checked finite or -inf, max
+    finite) in place into unnormalised log weights; returns (khat, status, max of the
+    result, t), the smoothed draws being ``idx[t:t + tail_len]`` when status is _OK.
 
-    Port of R loo ``do_psis_i`` + ``posterior::ps_tail(are_log_weights=TRUE)``.  ``out`` keeps
-    the raw log ratios where no smoothing is possible.
+    Port of R loo ``do_psis_i`` + ``posterior::ps_tail(are_log_weights=TRUE)``.  ``lr``
+    keeps the raw log ratios where no smoothing is possible.
     """
     s_draws = lr.shape[0]
     mx = _max(lr)
-    out[:] = lr
     if tail_len < 5:
-        return math.inf, _SHORT_TAIL
+        return math.inf, _SHORT_TAIL, mx, 0
     n_top = tail_len + 1  # the tail and the cutoff below it
     # threshold from a strided sample: its r-th largest leaves ~2x n_top draws above it
     stride = s_draws // 256 if s_draws >= 512 else 1
@@ -274,7 +310,7 @@ def _psis_column(lr, tail_len, out, work, vals, idx, stack):
     for i in range(n_sample):
         work[i] = lr[i * stride] - mx
     r = 2 * ((n_sample * n_top + s_draws - 1) // s_draws) + 4
-    t = -math.inf if r >= n_sample else _kth_largest(work, n_sample, r)
+    t = -math.inf if r >= n_sample else _kth_largest(work, n_sample, r, vals)
     n_cand = 0
     for s in range(s_draws):  # R sorts the shifted values; the shift can create ties
         xs = lr[s] - mx
@@ -286,7 +322,7 @@ def _psis_column(lr, tail_len, out, work, vals, idx, stack):
         n_cand = s_draws
     for i in range(n_cand):
         work[i] = lr[idx[i]] - mx
-    c = _kth_largest(work, n_cand, n_top)
+    c = _kth_largest(work, n_cand, n_top, vals)
     n_sel = 0
     for i in range(n_cand):
         s = idx[i]
@@ -300,17 +336,59 @@ def _psis_column(lr, tail_len, out, work, vals, idx, stack):
     tail_lo = vals[base + 1]
     tail_hi = vals[n_sel - 1]
     if abs(tail_hi - tail_lo) < _DBL_EPS:
-        return math.inf, _CONSTANT_TAIL
+        return math.inf, _CONSTANT_TAIL, mx, 0
     cutoff = vals[base]
     if cutoff == tail_lo:
         cutoff = cutoff - _DBL_EPS
     exp_cutoff = math.exp(cutoff)
     tail = work[:tail_len]
-    for j in range(tail_len):
+    for j in range(tail_len):  # vectorised; exp_clamped is 0 below -708, libm is not
+        tail[j] = exp_clamped(vals[base + 1 + j]) - exp_cutoff
+    j = 0
+    while j < tail_len and vals[base + 1 + j] < -708.0:  # ascending: those come first
         tail[j] = math.exp(vals[base + 1 + j]) - exp_cutoff
+        j += 1
     k, sigma = gpdfit_sorted(tail, True, 30)
     if not (math.isfinite(k) and math.isfinite(sigma) and sigma > 0.0):
-        return math.inf, _FIT_FAILED
+        return math.inf, _FIT_FAILED, mx, 0
+    # the largest draw outside the tail: draws below the cutoff have smaller shifted
+    # values, hence smaller raw values, so it is among the selected ones
+    m2 = -math.inf
+    for i in range(base + 1):
+        m2 = max(m2, lr[idx[i]])
+    _smooth_tail(tail, k, sigma, exp_cutoff, tail_hi)
+    for j in range(tail_len):
+        v = tail[j] + mx
+        lr[idx[base + 1 + j]] = v
+        m2 = max(m2, v)
+    return k, _OK, m2, base + 1
+
+
+@njit(cache=True, error_model="numpy")
+def _smooth_tail(tail, k, sigma, exp_cutoff, tail_hi):
+    """``tail[j] = min(log(exp_cutoff + GPD quantile at (j + 0.5) / M), tail_hi)``, M the
+    length of ``tail``: vectorised ``log1p`` / ``expm1`` / ``log`` of ``_vmath`` where their
+    domains hold (they do unless k or the quantiles are extreme), else libm's."""
+    tail_len = tail.shape[0]
+    # |k log1p(-p)| <= |k| log(2 M): inside expm1's range
+    fast = abs(k) * math.log(2.0 * tail_len) < 700.0
+    if fast:
+        for j in range(tail_len):
+            lp = _log1p(-(index_float(j) + 0.5) / tail_len)
+            if k == 0.0:
+                tail[j] = exp_cutoff - sigma * lp
+            else:
+                tail[j] = exp_cutoff + sigma * _expm1(-k * lp) / k
+        n_out = 0
+        for j in range(tail_len):  # quantiles inside the fast log's domain
+            q = tail[j]
+            n_out += 0 if (q >= _TINY and q < 1e300) else 1
+        fast = n_out == 0
+    if fast:
+        for j in range(tail_len):
+            v = _log(tail[j])
+            tail[j] = tail_hi if v > tail_hi else v  # truncate at the largest raw weight
+        return
     for j in range(tail_len):
         p = (j + 0.5) / tail_len
         if k == 0.0:
@@ -318,10 +396,7 @@ def _psis_column(lr, tail_len, out, work, vals, idx, stack):
         else:
             q = exp_cutoff + sigma * math.expm1(-k * math.log1p(-p)) / k
         v = math.log(q)
-        if v > tail_hi:  # truncate at the largest raw weight
-            v = tail_hi
-        out[idx[base + 1 + j]] = v + mx
-    return k, _OK
+        tail[j] = tail_hi if v > tail_hi else v
 
 
 @njit(cache=True, error_model="numpy")
@@ -342,30 +417,15 @@ def _check_column(col, loo):
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
-                status, out_elpd, out_lpd, out_mcse):
-    """Columns j0:j1 of the (S, n) input ``a``: log ratios, or (``loo``) log-likelihoods
-    with log ratios ``corr - a``.  Copied transposed into a block buffer, so that each
-    observation's draws are contiguous while ``a`` is read row-wise."""
-    s_draws = a.shape[0]
-    width = j1 - j0
-    buf = np.empty((width, s_draws))
-    ll = np.empty((width if loo else 0, s_draws))
-    res = np.empty((width if write else 1, s_draws))
-    # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
-    # transposed, instead of one cache/TLB miss per row per column
-    for s0 in range(0, s_draws, _TILE):
-        s1 = min(s0 + _TILE, s_draws)
-        if loo:
-            for j in range(width):
-                for s in range(s0, s1):
-                    v = a[s, j0 + j]
-                    ll[j, s] = v
-                    buf[j, s] = corr[s] - v
-        else:
-            for j in range(width):
-                for s in range(s0, s1):
-                    buf[j, s] = a[s, j0 + j]
+def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, b0, b1, out_lw,
+                 out_k, status, out_elpd, out_lpd, out_mcse):
+    """Blocks b0:b1 of ``block`` columns of the (S, n) input ``a``: log ratios, or (``loo``)
+    log-likelihoods with log ratios ``corr - a``.  Each block is copied transposed into a
+    buffer, so that each observation's draws are contiguous while ``a`` is read row-wise;
+    the scratch space is allocated once for all the blocks (one thread's share)."""
+    s_draws, n_obs = a.shape
+    buf = np.empty((block, s_draws))
+    ll = np.empty((block if loo else 0, s_draws))
     work = np.empty(s_draws)
     vals = np.empty(s_draws)
     idx = np.empty(s_draws, dtype=np.int64)
@@ -373,6 +433,41 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
     e1 = np.empty(s_draws)
     e2 = np.empty(s_draws)
     v = np.empty(s_draws)
+    lse_col = np.empty(block)
+    zero_corr = True
+    for s in range(corr.shape[0]):
+        zero_corr = zero_corr and corr[s] == 0.0
+    for b in range(b0, b1):
+        j0 = b * block
+        _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
+                    normalize, write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse,
+                    zero_corr, buf, ll, work, vals, idx, stack, e1, e2, v, lse_col)
+
+
+@njit(cache=True, error_model="numpy")
+def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
+                status, out_elpd, out_lpd, out_mcse, zero_corr, buf, ll, work, vals, idx, stack,
+                e1, e2, v, lse_col):
+    """Columns j0:j1 (see ``_psis_blocks``; ``zero_corr``: ``corr`` is 0 for every draw;
+    the rest are scratch arrays)."""
+    s_draws = a.shape[0]
+    width = j1 - j0
+    # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
+    # transposed, instead of one cache/TLB miss per row per column
+    for s0 in range(0, s_draws, _TILE):
+        s1 = min(s0 + _TILE, s_draws)
+        if loo:
+            for j in range(width):
+                for s in range(s0, s1):
+                    x = a[s, j0 + j]
+                    ll[j, s] = x
+                    buf[j, s] = corr[s] - x
+        else:
+            for j in range(width):
+                for s in range(s0, s1):
+                    buf[j, s] = a[s, j0 + j]
+    for j in range(width):
+        lse_col[j] = 0.0
     for j in range(width):
         col = ll[j] if loo else buf[j]
         st = _check_column(col, loo)
@@ -380,20 +475,39 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
             status[j0 + j] = st
             out_k[j0 + j] = math.nan
             continue
-        out = res[j] if write else res[0]
-        k, st = _psis_column(buf[j], tail_len[j0 + j], out, work, vals, idx, stack)
+        out = buf[j]  # smoothed in place
+        k, st, m2, t0 = _psis_column(out, tail_len[j0 + j], work, vals, idx, stack)
         out_k[j0 + j] = k
         status[j0 + j] = st
         if not (normalize or loo):
             continue
-        m2 = _max(out)
         lse = _log_sum_exp(out, m2, e1)  # e1 = exp(out - m2)
+        lse_col[j] = lse if normalize else 0.0
         if loo:
             lc = ll[j]
-            for s in range(s_draws):
-                v[s] = lc[s] + (out[s] - lse)  # log_lik + normalised log weight
-            vmax = _max(v)
-            elpd = _log_sum_exp(v, vmax, e2)  # e2 = exp(v - vmax)
+            if zero_corr:
+                # v = log_lik + normalised log weight is -lse wherever the weight is the raw
+                # ratio exp(-log_lik): only the smoothed tail needs an exp
+                n_sm = tail_len[j0 + j] if st == _OK else 0
+                vmax = -lse
+                for i in range(n_sm):
+                    s = idx[t0 + i]
+                    vt = lc[s] + (out[s] - lse)
+                    work[i] = vt
+                    vmax = max(vmax, vt)
+                for i in range(n_sm):
+                    work[i] = exp_clamped(work[i] - vmax)
+                e_body = math.exp(-lse - vmax)
+                for s in range(s_draws):
+                    e2[s] = e_body
+                for i in range(n_sm):
+                    e2[idx[t0 + i]] = work[i]
+                elpd = vmax + math.log(_sum(e2, s_draws))  # e2 = exp(v - vmax)
+            else:
+                for s in range(s_draws):
+                    v[s] = lc[s] + (out[s] - lse)  # log_lik + normalised log weight
+                vmax = _max(v)
+                elpd = _log_sum_exp(v, vmax, e2)  # e2 = exp(v - vmax)
             out_elpd[j0 + j] = elpd
             # Var / E^2 = sum_s (w_s p_s / E - w_s)^2 (module docstring)
             ca = math.exp(vmax - elpd)
@@ -408,35 +522,31 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
                 out_lpd[j0 + j] = _log_sum_exp(v, _max(v), e2)
             else:  # log mean exp(ll)
                 out_lpd[j0 + j] = _log_sum_exp(lc, _max(lc), e2) - math.log(s_draws)
-        if normalize and write:
-            for s in range(s_draws):
-                out[s] -= lse
-    if write:
+    if write:  # transposed back through tiles, normalised on the way
         for s0 in range(0, s_draws, _TILE):
             s1 = min(s0 + _TILE, s_draws)
             for j in range(width):
+                lse = lse_col[j]
                 for s in range(s0, s1):
-                    out_lw[s, j0 + j] = res[j, s]
+                    out_lw[s, j0 + j] = buf[j, s] - lse
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, out_lw, out_k,
-                   status, out_elpd, out_lpd, out_mcse):
-    n_obs = a.shape[1]
-    n_blocks = (n_obs + block - 1) // block
-    for b in prange(n_blocks):
-        j0 = b * block
-        _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff, normalize,
-                    write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse)
+def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
+                   out_lw, out_k, status, out_elpd, out_lpd, out_mcse):
+    n_blocks = (a.shape[1] + block - 1) // block
+    for c in prange(n_chunks):  # a few chunks of whole blocks per thread
+        _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block,
+                     c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks, out_lw, out_k,
+                     status, out_elpd, out_lpd, out_mcse)
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, out_lw, out_k,
-                 status, out_elpd, out_lpd, out_mcse):
-    n_obs = a.shape[1]
-    for j0 in range(0, n_obs, block):
-        _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff, normalize,
-                    write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse)
+def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
+                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse):
+    n_blocks = (a.shape[1] + block - 1) // block
+    _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, 0, n_blocks,
+                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse)
 
 
 #: Observations per transposed block: each row of the input is read 256 contiguous bytes
@@ -450,6 +560,12 @@ _TILE = 64
 #: Below this many observations the thread-pool start-up costs more than it saves
 #: (measured ~25 ms per call on a loaded 2-core machine versus ~1 ms serial for 5 columns).
 _PARALLEL_MIN_COLS = 64
+
+#: Work items per numba thread (whole blocks, scratch allocated once per item), taken by
+#: the threads one at a time: a few, so that a thread on a loaded core does not hold up
+#: the others for long.
+_CHUNKS_PER_THREAD = 4
+
 
 def psis_tail_length(n_draws: int, r_eff) -> np.ndarray:
     """R loo ``n_pareto``: ``ceil(min(0.2 S, 3 sqrt(S / r_eff)))``.
@@ -580,8 +696,14 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
     m = n_obs if loo else 0
     elpd, lpd, mcse = np.empty(m), np.empty(m), np.empty(m)
     kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
-    kernel(a, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize),
-           bool(write), _BLOCK, out_lw, khat, status, elpd, lpd, mcse)
+    n_blocks = -(-n_obs // _BLOCK)
+    n_chunks = min(n_blocks, _CHUNKS_PER_THREAD * numba.get_num_threads())
+    previous = numba.set_parallel_chunksize(1)  # threads take the chunks one by one
+    try:
+        kernel(a, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize),
+               bool(write), _BLOCK, n_chunks, out_lw, khat, status, elpd, lpd, mcse)
+    finally:
+        numba.set_parallel_chunksize(previous)
     return (out_lw if write else None), khat, status, elpd, lpd, mcse
 
 

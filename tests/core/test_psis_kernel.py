@@ -91,6 +91,59 @@ def test_engines_agree_on_everything():
             np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
 
 
+def test_numpy_engine_in_column_chunks_equals_one_chunk(monkeypatch):
+    """The cold-start path runs over column chunks (memory); each column's numbers must not
+    depend on which others share its chunk (tail lengths vary with r_eff, bad columns)."""
+    from loo_adapt.core import _psis_numpy
+
+    rng = np.random.default_rng(6)
+    lr = np.concatenate([_adversarial_columns(rng, 1500), rng.gumbel(size=(1500, 40))],
+                        axis=1)
+    lr[5, 7] = np.nan
+    r = rng.uniform(0.3, 1.5, lr.shape[1])
+    ll = -np.where(np.isinf(lr), 0.0, lr)
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for chunks in (1, 12):
+            monkeypatch.setattr(_psis_numpy, "_CHUNKS", chunks)
+            out[chunks] = (psis._run(lr, None, False, r, True, True, engine="numpy")
+                           + psis._run(ll, np.zeros(1500), True, r, True, True,
+                                       engine="numpy"))
+    for x, y in zip(out[1], out[12]):
+        np.testing.assert_array_equal(x, y)
+    assert out[12][0].flags.c_contiguous and out[12][0].shape == lr.shape
+
+
+@pytest.mark.parametrize("n", [1, 5, 17, 40, 257, 1000])
+def test_kth_largest_matches_a_full_sort(n):
+    """Branch-free quickselect against np.sort on sorted, reversed, tied and -inf input."""
+    rng = np.random.default_rng(n)
+    base = rng.standard_t(2, size=n)
+    cases = [base, np.sort(base), np.sort(base)[::-1], np.round(base), np.zeros(n),
+             np.where(rng.random(n) < 0.4, -np.inf, base)]
+    ks = sorted({1, 2, n // 3 + 1, n // 2 + 1, max(1, n - 1), n})
+    for v in cases:
+        ref = np.sort(v)
+        for k in ks:
+            work, tmp = np.array(v, dtype=float), np.empty(n)
+            assert psis._kth_largest(work, n, k, tmp) == ref[n - k], (k, v[:5])
+
+
+@pytest.mark.parametrize("k", [0.0, 1e-9, -0.4, 0.3, 0.9, 2.5, 400.0, -300.0])
+def test_smoothed_tail_against_the_quantile_formula(k):
+    """Vectorised (and, for extreme k, libm) smoothing against numpy's libm formula."""
+    m, sigma, exp_cutoff = 190, 0.37, 0.05
+    p = (np.arange(m) + 0.5) / m
+    with np.errstate(all="ignore"):
+        q = (exp_cutoff - sigma * np.log1p(-p) if k == 0.0
+             else exp_cutoff + sigma * np.expm1(-k * np.log1p(-p)) / k)
+        ref = np.minimum(np.log(q), 5.0)
+    tail = np.empty(m)
+    psis._smooth_tail(tail, k, sigma, exp_cutoff, 5.0)
+    np.testing.assert_allclose(tail, ref, rtol=1e-14, atol=1e-15)
+
+
 def test_bad_input_errors_from_both_engines(engine):
     rng = np.random.default_rng(2)
     lr = rng.normal(size=(300, 5))
