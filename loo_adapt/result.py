@@ -216,3 +216,31 @@ def _copy(value):
     if isinstance(value, list):
         return list(value)
     return value
+
+
+def observation_label(rows, var_name: str = "log_lik", limit: int | None = 10) -> str:
+    """Observations as 0-based indices with Stan's 1-based index of ``var_name`` beside them.
+
+    The one way messages, warnings and reports name observations.
+
+    Parameters
+    ----------
+    rows : one 0-based observation index or a sequence of them.
+    var_name : the Stan variable of the pointwise log-likelihood.
+    limit : at most this many are listed, then how many more there are (None: all).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> observation_label(3)
+    '3 (log_lik[4])'
+    >>> observation_label([0, 5, 9], var_name="ll", limit=2)
+    '0 (ll[1]), 5 (ll[6]), ... (1 more)'
+    """
+    rows = [int(i) for i in np.atleast_1d(rows)]
+    shown = rows if limit is None else rows[:limit]
+    text = ", ".join(f"{i} ({var_name}[{i + 1}])" for i in shown)
+    return text + (f", ... ({len(rows) - len(shown)} more)" if len(rows) > len(shown) else "")

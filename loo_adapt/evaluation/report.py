@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from loo_adapt.core._names import OLD_NAMES as _OLD_NAMES
-from loo_adapt.result import PointwiseLoo
+from loo_adapt.result import PointwiseLoo, observation_label
 
 _SCALE_FACTOR = {"log": 1.0, "negative_log": -1.0, "deviance": -2.0}
 _SCALE_LABEL = {"log": "elpd_loo", "negative_log": "-elpd_loo", "deviance": "looic"}
@@ -171,26 +171,6 @@ def format_summary(result, scale: str = "log") -> str:
     return "\n".join(lines)
 
 
-def observation_label(i: int, var_name: str = "log_lik") -> str:
-    """Observation ``i`` (0-based, as in Python) with Stan's 1-based index beside it.
-
-    Parameters
-    ----------
-    i : 0-based observation index.
-    var_name : the Stan variable of the pointwise log-likelihood.
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> observation_label(3)
-    'observation 3 (Stan log_lik[4])'
-    """
-    return f"observation {int(i)} (Stan {var_name}[{int(i) + 1}])"
-
-
 def unreliable_reasons(result) -> dict[int, str]:
     """Why each unreliable observation is not shown reliable, keyed by 0-based index.
 
@@ -210,7 +190,7 @@ def unreliable_reasons(result) -> dict[int, str]:
     Examples
     --------
     >>> import numpy as np
-    >>> from loo_adapt.result import PointwiseLoo
+    >>> from loo_adapt.result import PointwiseLoo, observation_label
     >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, 0.9]), 0.7, 100, 1.0)
     >>> unreliable_reasons(res)
     {1: 'psis: k-hat 0.90 > 0.70'}
@@ -422,7 +402,7 @@ def results_dict(result, *, scale: str | None = None, name: str = "loo") -> dict
     Examples
     --------
     >>> import numpy as np
-    >>> from loo_adapt.result import PointwiseLoo
+    >>> from loo_adapt.result import PointwiseLoo, observation_label
     >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, np.inf]), 0.7, 100, 1.0)
     >>> results_dict(res)["pointwise"]["pareto_k"]
     [0.2, 'Infinity']
@@ -466,7 +446,7 @@ def load_results(path) -> PointwiseLoo:
     Examples
     --------
     >>> import tempfile, numpy as np
-    >>> from loo_adapt.result import PointwiseLoo
+    >>> from loo_adapt.result import PointwiseLoo, observation_label
     >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, np.inf]), 0.7, 100, 1.0)
     >>> with tempfile.TemporaryDirectory() as d:
     ...     _ = save_report(res, d, figures=False)
@@ -575,7 +555,7 @@ def save_report(result, out_dir, *, y=None, probs=None, name: str = "loo",
     Examples
     --------
     >>> import tempfile, numpy as np
-    >>> from loo_adapt.result import PointwiseLoo
+    >>> from loo_adapt.result import PointwiseLoo, observation_label
     >>> res = PointwiseLoo(*(np.zeros(3),) * 5, 0.7, 100, 1.0)
     >>> with tempfile.TemporaryDirectory() as d:
     ...     [p.name for p in save_report(res, d, figures=False)]

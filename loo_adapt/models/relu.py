@@ -239,8 +239,7 @@ class ReLUNet(SigmoidModel):
 
         Parameters
         ----------
-        theta : (S, P) parameter vectors (`pack` order).
-        X : (n, D) inputs.
+        theta, X : as in `forward`.
 
         Returns
         -------
@@ -288,8 +287,7 @@ class ReLUNet(SigmoidModel):
 
         Parameters
         ----------
-        theta : (S, P) parameter vectors (`pack` order).
-        X : (n, D) inputs.
+        theta, X : as in `forward`.
 
         Returns
         -------

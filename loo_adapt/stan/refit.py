@@ -53,6 +53,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from loo_adapt.core._names import add_deprecated_aliases
+from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import ess_bulk, relative_eff, rhat_rank
 from loo_adapt.stan import pool as _pool
 
@@ -69,10 +70,7 @@ RETRY_SEED_OFFSET = 1_000_003
 def _as_chains(log_lik, i=None) -> np.ndarray:
     """Held-out log-likelihood draws as (chains, draws); (S,) is one chain."""
     what = "held-out log-likelihood" + ("" if i is None else f" of observation {i}")
-    arr = np.asarray(getattr(log_lik, "values", log_lik))
-    if arr.dtype.kind not in "fiu":
-        raise TypeError(f"{what} must be numeric, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
+    arr = as_log_lik_array(log_lik, what, copy=True)
     while arr.ndim > 2 and arr.shape[-1] == 1:
         arr = arr[..., 0]
     if arr.ndim == 1:
@@ -81,10 +79,6 @@ def _as_chains(log_lik, i=None) -> np.ndarray:
         raise ValueError(f"{what} must have shape (S,) or (chains, draws), got {arr.shape}")
     if arr.shape[1] < 4:
         raise ValueError(f"{what} needs at least 4 draws per chain, got shape {arr.shape}")
-    if np.isnan(arr).any():
-        raise ValueError(f"{what} contains NaN")
-    if np.isposinf(arr).any():
-        raise ValueError(f"{what} contains +inf")
     return arr
 
 
