@@ -27,6 +27,8 @@ class PointwiseLoo:
     (``elpd_i`` per row, ``elpd_loo`` the total of `estimates`), as arviz 1.x's ``elpd_i``;
     ``pareto_k`` and ``good_k`` are arviz's names.
 
+    Parameters
+    ----------
     elpd_i : log LOO predictive density of each observation.
     p_loo_i : lpd_i - elpd_i, the effective number of parameters per observation.
     lpd_i : log of the full-posterior mean likelihood of each observation.
@@ -64,6 +66,13 @@ class PointwiseLoo:
     draws_method : origin of the draws ("mcmc", "advi", "laplace", "pathfinder", ...).
     pareto_k_pq : for draws of an approximation q, the Pareto k-hat of p/q (how well q stands in
         for the posterior, as R loo's ``loo_approximate_posterior`` reports); NaN for MCMC.
+
+    Examples
+    --------
+    >>> res = PointwiseLoo(*(np.array([-1.0, -2.0]),) * 4, np.array([0.2, 0.9]), 0.7, 100,
+    ...                    np.ones(2))
+    >>> res.reliable.tolist(), res.n_obs
+    ([True, False], 2)
     """
 
     elpd_i: np.ndarray
