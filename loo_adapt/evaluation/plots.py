@@ -502,13 +502,11 @@ def _prob_items(y, probs):
 def plot_roc(y, probs, *, ax=None, diagonal: bool = True, legend: bool = True):
     """ROC curves of several fits on one axis, AUROC (Eq. 8) in the legend.
 
-    ``probs``: dict label -> LOO probabilities (array or PointwiseLoo), or one array.
-
     Parameters
     ----------
     y : (n,) 0/1 outcomes.
-    probs : LOO probabilities per label, or one array.
-    ax : Axes to draw on, optional.
+    probs : dict label -> LOO probabilities (array or PointwiseLoo), or one array.
+    ax : matplotlib Axes to draw on (a new figure when None).
     diagonal : draw the chance line; legend : draw the legend.
 
     Returns
@@ -546,10 +544,8 @@ def plot_pr(y, probs, *, ax=None, prevalence: bool = True, legend: bool = True):
 
     Parameters
     ----------
-    y : (n,) 0/1 outcomes.
-    probs : dict label -> LOO probabilities (array or PointwiseLoo), or one array.
-    ax : matplotlib Axes to draw on (a new figure when None).
-    prevalence : draw the prevalence line; legend : draw the legend.
+    y, probs, ax, legend : as in `plot_roc`.
+    prevalence : draw the prevalence line.
 
     Returns
     -------
