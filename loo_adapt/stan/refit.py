@@ -55,6 +55,7 @@ from scipy.special import logsumexp
 from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import ess_bulk, relative_eff, rhat_rank
+from loo_adapt.result import observation_label
 from loo_adapt.stan import pool as _pool
 
 __all__ = ["RefitResult", "refit_loo", "heldout_elpd", "convergence_check"]
@@ -724,8 +725,8 @@ def _warn_unverified(res, what: str, stacklevel: int) -> None:
     bad = np.flatnonzero(~res.reliable & (res.status != "skipped"))
     if not bad.size:
         return
-    lines = [f"observation {int(res.indices[p])} (Stan {int(res.indices[p]) + 1}): "
-             f"{res.reason[p]}" for p in bad[:10]]
+    lines = [f"observation {observation_label(res.indices[p])}: {res.reason[p]}"
+             for p in bad[:10]]
     more = "" if bad.size <= 10 else f"; +{bad.size - 10} more"
     warnings.warn(
         f"{bad.size} of {len(res.indices)} {what}(s) are unverified (0-based indices): "
