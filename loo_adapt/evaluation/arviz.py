@@ -452,7 +452,7 @@ def khat_from_elpd_data(elpd) -> np.ndarray:
     >>> from loo_adapt.core.psis import loo_pointwise
     >>> ll = np.random.default_rng(0).normal(-1.0, 0.1, size=(2, 500, 4))
     >>> res = loo_pointwise(ll).to_result()
-    >>> bool(np.allclose(khat_from_elpd_data(to_elpd_data(res)), res.khat))
+    >>> bool(np.allclose(khat_from_elpd_data(to_elpd_data(res)), res.pareto_k))
     True
     """
     if hasattr(elpd, "index") and "pareto_k" in getattr(elpd, "index", []):
