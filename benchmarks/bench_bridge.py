@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from loo_adapt.laplace import ELLA, FunctionSpaceLLA, ReluNet, VaLLA, find_map  # noqa: E402
+from loo_adapt.laplace import ELLA, FunctionSpaceLLA, ReLUPoint, VaLLA, find_map  # noqa: E402
 
 
 def stage(name, fn, results):
@@ -52,10 +52,10 @@ def main(argv=None):
     n, p, H = args.n, args.p, args.H
     rng = np.random.default_rng(args.seed)
     X = rng.standard_normal((n, p))
-    teacher = ReluNet(rng.standard_normal((p, H)) / np.sqrt(p), 0.1 * rng.standard_normal(H),
+    teacher = ReLUPoint(rng.standard_normal((p, H)) / np.sqrt(p), 0.1 * rng.standard_normal(H),
                       2.0 * rng.standard_normal(H) / np.sqrt(H), 0.0)
     y = (rng.uniform(size=n) < 1 / (1 + np.exp(-teacher.forward(X)))).astype(float)
-    start = ReluNet(rng.standard_normal((p, H)) / np.sqrt(p), np.zeros(H),
+    start = ReLUPoint(rng.standard_normal((p, H)) / np.sqrt(p), np.zeros(H),
                     rng.standard_normal(H) / np.sqrt(H), 0.0)
     sigma0 = args.sigma0
     print(f"n = {n}, p = {p}, H = {H}, P = {p * H + 2 * H + 1}, cores = {os.cpu_count()}, "

@@ -14,6 +14,7 @@ from loo_adapt.estimators.mixis import MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
 from loo_adapt.estimators.refit import Refit
+from loo_adapt.result import observation_label
 
 __all__ = ["loo", "plan_stages", "ESTIMATORS", "FALLBACKS", "DEFAULT_TRANSFORMS",
            "ALL_TRANSFORMS"]
@@ -297,11 +298,6 @@ def _check_y(y, n) -> np.ndarray:
     return y.astype(float)
 
 
-def _stan_rows(rows, limit: int = 10) -> str:
-    shown = ", ".join(f"{i} (log_lik[{i + 1}])" for i in rows[:limit])
-    return shown + (f", ... ({len(rows) - limit} more)" if len(rows) > limit else "")
-
-
 #: leading words of a row's reason -> what the closing warning counts it as
 _REASON_KINDS = (("held-out k-hat", "Pareto k-hat above the threshold"),
                  ("k-hat", "Pareto k-hat above the threshold"),
@@ -340,8 +336,9 @@ def _warn_unverified(result, ctx) -> None:
     else:
         hint = ("refit them: loo(..., program=..., fallback=('refit',)) or raise the refit "
                 "budget with refit_kwargs={'max_refits': ...}")
+    rows = observation_label(bad, ctx.var_name or "log_lik")
     warnings.warn(
         f"{bad.size} of {result.n_obs} observations have no verified estimate ({counts}); "
-        f"observations (0-based, Stan index in brackets): {_stan_rows(bad)}; {hint}",
+        f"observations (0-based, Stan index in brackets): {rows}; {hint}",
         UserWarning, stacklevel=3,
     )

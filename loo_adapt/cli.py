@@ -48,7 +48,8 @@ from loo_adapt.io.csv import write_stan_csv  # the Stan CSV writer (also used by
 
 from .models import registry as _registry
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_UNRELIABLE, EXIT_FAILED = 0, 1, 2, 3, 4
+# exit code 2 (usage error) is argparse's own
+EXIT_OK, EXIT_BAD_INPUT, EXIT_UNRELIABLE, EXIT_FAILED = 0, 1, 3, 4
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 #: Folder (inside --out) where finished refits are saved as they complete, unless --resume.

@@ -67,6 +67,21 @@ def load_ovarian(standardize: bool = True) -> tuple[np.ndarray, np.ndarray]:
 
     ``standardize=True`` (default) scales each column to mean 0 and sample sd 1 (ddof = 1),
     as for the CmdStan fixtures and the paper's Table 1 experiment.
+
+    Parameters
+    ----------
+    standardize : scale the columns of X (mean 0, sample sd 1).
+
+    Returns
+    -------
+    X : ndarray of shape (54, 1536)
+    y : ndarray of shape (54,)
+
+    Examples
+    --------
+    >>> X, y = load_ovarian()
+    >>> X.shape, int(y.sum()) > 0
+    ((54, 1536), True)
     """
     raw = gzip.decompress(_read_bytes("ovarian.csv.gz")).decode("ascii")
     header = raw.split("\n", 1)[0].strip().split(",")

@@ -20,7 +20,7 @@ APPROXIMATE_METHODS = ("advi", "laplace", "pathfinder")
 class Draws:
     """Named posterior draws with their chain structure.
 
-    Attributes
+    Parameters
     ----------
     variables : dict of name -> array of shape (chains, draws, *stan_shape)
     method : one of ``METHODS``

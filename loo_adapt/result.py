@@ -27,6 +27,8 @@ class PointwiseLoo:
     (``elpd_i`` per row, ``elpd_loo`` the total of `estimates`), as arviz 1.x's ``elpd_i``;
     ``pareto_k`` and ``good_k`` are arviz's names.
 
+    Parameters
+    ----------
     elpd_i : log LOO predictive density of each observation.
     p_loo_i : lpd_i - elpd_i, the effective number of parameters per observation.
     lpd_i : log of the full-posterior mean likelihood of each observation.
@@ -64,6 +66,13 @@ class PointwiseLoo:
     draws_method : origin of the draws ("mcmc", "advi", "laplace", "pathfinder", ...).
     pareto_k_pq : for draws of an approximation q, the Pareto k-hat of p/q (how well q stands in
         for the posterior, as R loo's ``loo_approximate_posterior`` reports); NaN for MCMC.
+
+    Examples
+    --------
+    >>> res = PointwiseLoo(*(np.array([-1.0, -2.0]),) * 4, np.array([0.2, 0.9]), 0.7, 100,
+    ...                    np.ones(2))
+    >>> res.reliable.tolist(), res.n_obs
+    ([True, False], 2)
     """
 
     elpd_i: np.ndarray
@@ -216,3 +225,31 @@ def _copy(value):
     if isinstance(value, list):
         return list(value)
     return value
+
+
+def observation_label(rows, var_name: str = "log_lik", limit: int | None = 10) -> str:
+    """Observations as 0-based indices with Stan's 1-based index of ``var_name`` beside them.
+
+    The one way messages, warnings and reports name observations.
+
+    Parameters
+    ----------
+    rows : one 0-based observation index or a sequence of them.
+    var_name : the Stan variable of the pointwise log-likelihood.
+    limit : at most this many are listed, then how many more there are (None: all).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> observation_label(3)
+    '3 (log_lik[4])'
+    >>> observation_label([0, 5, 9], var_name="ll", limit=2)
+    '0 (ll[1]), 5 (ll[6]), ... (1 more)'
+    """
+    rows = [int(i) for i in np.atleast_1d(rows)]
+    shown = rows if limit is None else rows[:limit]
+    text = ", ".join(f"{i} ({var_name}[{i + 1}])" for i in shown)
+    return text + (f", ... ({len(rows) - len(shown)} more)" if len(rows) > len(shown) else "")

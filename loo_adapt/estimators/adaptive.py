@@ -315,6 +315,13 @@ def _check_prior(model, theta, hyper, ll_theta, draws) -> None:
         )
 
 
+def psis_loo_prob(base, mu) -> np.ndarray:
+    """P(y_i = 1 | y_-i) of plain PSIS: ``sum_s w_is sigmoid(mu_si)`` with the normalised
+    PSIS weights of ``base`` (a `loo_adapt.core.psis.PsisLoo` with ``log_weights``) and the
+    draws' logits ``mu`` (S, n)."""
+    return np.sum(np.exp(base.log_weights) * expit(mu), axis=0)
+
+
 def adapt_loo(draws, model, *, base, khat_threshold: float | None = None,
               **options) -> PointwiseLoo:
     """Adaptive IS for the observations of ``base`` (a `psis.PsisLoo`) above the threshold.
@@ -326,7 +333,7 @@ def adapt_loo(draws, model, *, base, khat_threshold: float | None = None,
 
     threshold = float(base.good_k if khat_threshold is None else khat_threshold)
     theta, _ = model.theta_from_draws(draws)
-    prob = np.sum(np.exp(base.log_weights) * expit(model.linear_predictor(theta)), axis=0)
+    prob = psis_loo_prob(base, model.linear_predictor(theta))
     result = initial_result(base, khat_threshold=threshold, y=model.y, loo_prob=prob)
     rows = np.flatnonzero(base.pareto_k > threshold)
     options.setdefault("transforms", ("kl", "var", "ll", "mm1", "mm2"))
@@ -408,7 +415,7 @@ def adaptive_estimate(
     y = np.asarray(model.y, dtype=float)
     sign = 2.0 * y - 1.0
     threshold = float(base.good_k if khat_threshold is None else khat_threshold)
-    psis_prob = np.sum(np.exp(base.log_weights) * expit(terms.mu), axis=0)
+    psis_prob = psis_loo_prob(base, terms.mu)
 
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n_samples)

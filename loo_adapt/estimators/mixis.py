@@ -36,6 +36,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from loo_adapt.core._names import add_deprecated_aliases
+from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import ess_mean
 
 __all__ = [
@@ -77,20 +78,13 @@ class MixISResult:
 def _as_draws(log_lik, name="log_lik"):
     """Return (chains, draws, n) float64 view of an (S, n) or (chains, draws, n) array."""
     arr = np.asarray(log_lik)
-    if arr.dtype.kind not in "fiu":
-        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64, copy=False)
     if arr.ndim == 2:
         arr = arr[None, :, :]
     elif arr.ndim != 3:
         raise ValueError(f"{name} must have shape (S, n) or (chains, draws, n), got {arr.shape}")
     if arr.shape[0] * arr.shape[1] < 2 or arr.shape[2] < 1:
         raise ValueError(f"{name} needs at least 2 draws and 1 observation, got {arr.shape}")
-    if np.isnan(arr).any():
-        raise ValueError(f"{name} contains NaN")
-    if np.isposinf(arr).any():
-        raise ValueError(f"{name} contains +inf (a likelihood cannot be infinite)")
-    return arr
+    return as_log_lik_array(arr, name)
 
 
 def mixis_log_weights(log_lik):

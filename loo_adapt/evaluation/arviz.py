@@ -46,7 +46,17 @@ _MAJOR = int(arviz.__version__.split(".")[0])
 
 
 def arviz_major() -> int:
-    """Major version of the installed arviz (0 or 1)."""
+    """Major version of the installed arviz (0 or 1).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> arviz_major() in (0, 1)
+    True
+    """
     return _MAJOR
 
 
@@ -273,7 +283,18 @@ else:
 
 
 def elpd_data_class() -> type:
-    """The ELPDData subclass matching the installed arviz."""
+    """The ELPDData subclass matching the installed arviz.
+
+    Returns
+    -------
+    type
+        `LooAdaptELPDData` built on the installed arviz's ELPDData.
+
+    Examples
+    --------
+    >>> elpd_data_class().__name__
+    'LooAdaptELPDData'
+    """
     return LooAdaptELPDData
 
 
@@ -394,13 +415,46 @@ def to_elpd_data(
 
 # --------------------------------------------------------------------------- readers
 def pointwise_from_elpd_data(elpd) -> PointwiseLoo | None:
-    """The `PointwiseLoo` inside an ELPDData we built, or None for a plain arviz one."""
+    """The `PointwiseLoo` inside an ELPDData we built, or None for a plain arviz one.
+
+    Parameters
+    ----------
+    elpd : an arviz ELPDData.
+
+    Returns
+    -------
+    PointwiseLoo or None
+
+    Examples
+    --------
+    >>> from loo_adapt.core.psis import loo_pointwise
+    >>> res = loo_pointwise(np.random.default_rng(3).normal(-1.0, 0.1, (1, 300, 3))).to_result()
+    >>> pointwise_from_elpd_data(to_elpd_data(res)) is res
+    True
+    """
     value = getattr(elpd, "loo_adapt", None)
     return value if isinstance(value, PointwiseLoo) else None
 
 
 def khat_from_elpd_data(elpd) -> np.ndarray:
-    """Pareto k-hat values from any arviz ELPDData (0.x Series or 1.x dataclass)."""
+    """Pareto k-hat values from any arviz ELPDData (0.x Series or 1.x dataclass).
+
+    Parameters
+    ----------
+    elpd : an arviz ELPDData with pointwise results (ours or arviz's own).
+
+    Returns
+    -------
+    ndarray of shape (n,)
+
+    Examples
+    --------
+    >>> from loo_adapt.core.psis import loo_pointwise
+    >>> ll = np.random.default_rng(0).normal(-1.0, 0.1, size=(2, 500, 4))
+    >>> res = loo_pointwise(ll).to_result()
+    >>> bool(np.allclose(khat_from_elpd_data(to_elpd_data(res)), res.pareto_k))
+    True
+    """
     if hasattr(elpd, "index") and "pareto_k" in getattr(elpd, "index", []):
         return np.asarray(elpd["pareto_k"]).ravel()
     k = getattr(elpd, "pareto_k", None)

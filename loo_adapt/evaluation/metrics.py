@@ -118,6 +118,19 @@ def looic(elpd_i) -> tuple[float, float]:
 
     The SE is 2 * sqrt(n * var(elpd_i)) with the n - 1 variance, as R ``loo`` and
     ``PointwiseLoo.estimates`` compute it (arviz uses the n variance).
+
+    Parameters
+    ----------
+    elpd_i : (n,) pointwise elpd_loo, n >= 2, finite.
+
+    Returns
+    -------
+    (looic, se) : tuple of float
+
+    Examples
+    --------
+    >>> looic([-1.0, -2.0, -0.5])
+    (7.0, 2.6457513110645903)
     """
     e = _as_1d_float(elpd_i, "elpd_i")
     if e.size < 2:
@@ -146,6 +159,20 @@ def auroc(y, p, *, sample_weight=None) -> float:
 
     Unweighted: the Mann-Whitney statistic from midranks, O(n log n).  With
     ``sample_weight`` every pair (i, j) counts w_i * w_j (scikit-learn's weighted AUC).
+
+    Parameters
+    ----------
+    y, p : outcomes (0/1, both classes) and LOO probabilities P(y_i = 1 | y_-i), 1-D.
+    sample_weight : (n,) non-negative weights, optional.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> auroc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])  # 3 of the 4 (pos, neg) pairs ordered
+    0.75
     """
     y, p, w = _check(y, p, sample_weight)
     if w is None:
@@ -177,6 +204,22 @@ def roc_curve(y, p, *, sample_weight=None, drop_intermediate=True):
 
     thresholds are decreasing and start with +inf (the point (0, 0)); collinear points are
     dropped when ``drop_intermediate`` (they do not change the curve or its area).
+
+    Parameters
+    ----------
+    y, p : outcomes and LOO probabilities (as in `auroc`).
+    sample_weight : optional weights.
+    drop_intermediate : drop collinear points.
+
+    Returns
+    -------
+    fpr, tpr, thresholds : ndarray
+
+    Examples
+    --------
+    >>> fpr, tpr, thr = roc_curve([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    >>> fpr, tpr
+    (array([0. , 0. , 0.5, 0.5, 1. ]), array([0. , 0.5, 0.5, 1. , 1. ]))
     """
     y, p, w = _check(y, p, sample_weight)
     fps, tps, thr = _clf_curve(y, p, w)
@@ -194,6 +237,22 @@ def precision_recall_curve(y, p, *, sample_weight=None, drop_intermediate=False)
 
     Returns (precision, recall, thresholds): recall decreasing to a final 0 with precision
     1 appended there; thresholds increasing, one fewer than the points.
+
+    Parameters
+    ----------
+    y, p : binary outcomes and probabilities of y = 1.
+    sample_weight : optional per-observation weights.
+    drop_intermediate : drop thresholds where precision and recall do not change the curve.
+
+    Returns
+    -------
+    precision, recall, thresholds : ndarray
+
+    Examples
+    --------
+    >>> precision, recall, _ = precision_recall_curve([0, 1, 1], [0.2, 0.3, 0.9])
+    >>> recall  # thresholds 0.2, 0.3, 0.9, then the appended end point
+    array([1. , 1. , 0.5, 0. ])
     """
     y, p, w = _check(y, p, sample_weight)
     fps, tps, thr = _clf_curve(y, p, w)
@@ -221,14 +280,44 @@ def _ap_weighted_batch(y: np.ndarray, p: np.ndarray, W: np.ndarray) -> np.ndarra
 
 
 def average_precision(y, p, *, sample_weight=None) -> float:
-    """Average precision sum_k (R_k - R_{k-1}) P_k over distinct thresholds (sklearn's AP)."""
+    """Average precision sum_k (R_k - R_{k-1}) P_k over distinct thresholds (sklearn's AP).
+
+    Parameters
+    ----------
+    y, p : 0/1 outcomes, predicted probabilities.
+    sample_weight : optional weights (as sklearn).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(average_precision([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]), 4)  # (1 + 2/3) / 2
+    0.8333
+    """
     precision, recall, _ = precision_recall_curve(y, p, sample_weight=sample_weight)
     return float(max(0.0, -np.sum(np.diff(recall) * precision[:-1])))
 
 
 # --------------------------------------------------------------------------- scores
 def brier_score(y, p, *, sample_weight=None) -> float:
-    """Mean squared difference between outcome and probability (lower is better)."""
+    """Mean squared difference between outcome and probability (lower is better).
+
+    Parameters
+    ----------
+    y : (n,) 0/1 outcomes; p : (n,) probabilities of y = 1.
+    sample_weight : weights of a weighted mean, optional.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(brier_score([0, 1], [0.2, 0.6]), 12)  # (0.04 + 0.16) / 2
+    0.1
+    """
     y, p, w = _check(y, p, sample_weight)
     return float(np.average((y - p) ** 2, weights=w))
 
@@ -240,6 +329,25 @@ def log_score(y, p=None, *, logit=None, sample_weight=None) -> float:
     ``logit``; with logits the log-probabilities are computed as -log(1 + exp(-+z)) without
     overflow for any finite z.  A probability of exactly 0 for the observed class would
     give -inf: such entries are clipped to machine epsilon with a RuntimeWarning.
+
+    Parameters
+    ----------
+    y : (n,) 0/1 outcomes.
+    p : (n,) probabilities of y = 1, or None when ``logit`` is given.
+    logit : (n,) log-odds of y = 1, or None.
+    sample_weight : optional weights of the mean.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import math
+    >>> math.isclose(log_score([1, 0], [0.5, 0.5]), math.log(0.5))
+    True
+    >>> math.isclose(log_score([1, 0], logit=[0.0, 0.0]), math.log(0.5))
+    True
     """
     if (p is None) == (logit is None):
         raise TypeError("pass exactly one of p or logit")
@@ -283,6 +391,23 @@ def calibration_curve(y, p, n_bins: int = 10, strategy: str = "uniform", *,
     Empty bins are dropped.  ``strategy="quantile"`` puts bin edges at quantiles of p (bins
     can coincide when p has ties, as in sklearn).  With ``return_counts`` also the number of
     observations in each returned bin.
+
+    Parameters
+    ----------
+    y, p : outcomes and LOO probabilities (1-D, same length).
+    n_bins : number of bins.
+    strategy : "uniform" (equal-width bins) or "quantile".
+    return_counts : also return the number of observations in each bin.
+
+    Returns
+    -------
+    prob_true, prob_pred (, counts) : ndarray
+
+    Examples
+    --------
+    >>> prob_true, prob_pred = calibration_curve([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], n_bins=2)
+    >>> prob_true.round(3), prob_pred.round(3)
+    (array([0.333, 1.   ]), array([0.283, 0.8  ]))
     """
     y, p, _ = _check(y, p)
     if not isinstance(n_bins, int | np.integer) or n_bins < 1:
@@ -306,7 +431,22 @@ def calibration_curve(y, p, n_bins: int = 10, strategy: str = "uniform", *,
 
 
 def expected_calibration_error(y, p, n_bins: int = 10, strategy: str = "uniform") -> float:
-    """ECE = sum over bins of (n_bin / n) * |mean(y) - mean(p)| on the calibration-curve bins."""
+    """ECE = sum over bins of (n_bin / n) * |mean(y) - mean(p)| on the calibration-curve bins.
+
+    Parameters
+    ----------
+    y, p : observed 0/1 outcomes and their LOO probabilities.
+    n_bins, strategy : the bins of `calibration_curve`.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(expected_calibration_error([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], n_bins=2), 4)
+    0.0875
+    """
     prob_true, prob_pred, counts = calibration_curve(
         y, p, n_bins=n_bins, strategy=strategy, return_counts=True
     )
@@ -321,6 +461,19 @@ def delong_se(y, p) -> float:
     V10_j = (Tz_j - Tx_j) / n for positive j and V01_i = 1 - (Tz_i - Ty_i) / m for negative i,
     where Tz are midranks in the pooled sample and Tx, Ty midranks within each class;
     var(AUROC) = var(V10) / m + var(V01) / n with the (k - 1) sample variances.
+
+    Parameters
+    ----------
+    y, p : outcomes (at least 2 of each class) and scores.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(delong_se([0, 0, 0, 1, 1, 1], [0.1, 0.3, 0.6, 0.4, 0.7, 0.9]), 4)
+    0.1571
     """
     y, p, _ = _check(y, p)
     pos, neg = p[y == 1], p[y == 0]
@@ -351,6 +504,25 @@ def bayesian_bootstrap(y, p, stat="auroc", n: int = 2000, seed=None, *, ci: floa
     standard exponentials) and evaluates the weighted statistic; the interval is the
     equal-tailed ``ci`` interval of the replicates.  ``stat`` is "auroc",
     "average_precision" or a callable ``f(y, p, w) -> float`` (one call per replicate).
+
+    Parameters
+    ----------
+    y, p : 0/1 outcomes and LOO probabilities.
+    stat : "auroc", "average_precision" or a callable ``f(y, p, w)``.
+    n : number of replicates (>= 2).
+    seed : seed of the Dirichlet weights.
+    ci : level of the interval.
+
+    Returns
+    -------
+    (mean, (lower, upper)) : tuple
+
+    Examples
+    --------
+    >>> mean, (lo, hi) = bayesian_bootstrap([0, 0, 0, 1, 1, 1], [0.1, 0.3, 0.6, 0.4, 0.7, 0.9],
+    ...                                     n=200, seed=0)
+    >>> bool(lo < mean < hi <= 1.0)
+    True
     """
     y, p, _ = _check(y, p)
     if not isinstance(n, int | np.integer) or n < 2:
@@ -392,6 +564,25 @@ def mc_error_of_probabilities(y, p, p_mcse=None, *, mcse_elpd=None, stat="auroc"
 
     Returns a dict: ``value`` (statistic at p), ``mcse`` (sd over replicates), ``interval``
     (2.5 and 97.5 percentiles), ``n_sim``.
+
+    Parameters
+    ----------
+    y, p : outcomes and LOO probabilities.
+    p_mcse : (n,) MCSE of each probability, or None when ``mcse_elpd`` is given.
+    mcse_elpd : (n,) MCSE of each elpd_loo_i, or None.
+    stat : "auroc", "average_precision" or a callable ``f(y, p, w)``.
+    n_sim : number of simulated replicates; seed : their seed.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> out = mc_error_of_probabilities([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8],
+    ...                                 p_mcse=[0.0, 0.0, 0.0, 0.0], n_sim=10, seed=0)
+    >>> out["value"], out["mcse"]  # no Monte Carlo error in p, none in the AUROC
+    (0.75, 0.0)
     """
     y, p, _ = _check(y, p)
     if (p_mcse is None) == (mcse_elpd is None):
@@ -450,6 +641,23 @@ def classification_report(y, p, *, n_boot: int = 2000, seed=None, ci: float = 0.
     clipped to [0, 1]), auroc_bb_mean / auroc_bb_interval (Bayesian bootstrap),
     average_precision, ap_bb_mean / ap_bb_interval, brier, log_score, ece, ci; with
     ``p_mcse`` also auroc_mcse and ap_mcse (Monte Carlo error from the probabilities).
+
+    Parameters
+    ----------
+    y, p : outcomes and LOO probabilities.
+    n_boot, seed, ci : Bayesian bootstrap replicates, their seed and the interval level.
+    n_bins, strategy : bins of the calibration error.
+    p_mcse : optional MCSE of each probability; n_sim : its replicates.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> rep = classification_report([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], n_boot=50, seed=0)
+    >>> rep["auroc"], rep["n_pos"]
+    (0.75, 2)
     """
     y, p, _ = _check(y, p)
     if not 0.0 < ci < 1.0:

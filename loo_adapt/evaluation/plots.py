@@ -68,7 +68,22 @@ KHAT_FMT = "{:.2f}"
 
 
 def transform_color(name: str) -> str:
-    """Colour of an estimator / transform name (stable for names outside ``ESTIMATORS``)."""
+    """Colour of an estimator / transform name (stable for names outside ``ESTIMATORS``).
+
+    Parameters
+    ----------
+    name : an estimator or transform name, e.g. "psis", "kl", "mixis".
+
+    Returns
+    -------
+    str
+        A matplotlib colour.
+
+    Examples
+    --------
+    >>> transform_color("kl") == transform_color("kl")
+    True
+    """
     if name in TRANSFORM_COLORS:
         return TRANSFORM_COLORS[name]
     # A deterministic colour for unknown names: same name, same colour, in every figure.
@@ -332,6 +347,14 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
     Each observation with candidates gets one x position (tick label = observation index);
     transforms are dodged horizontally and coloured as in the paper; the step size rho sets
     the marker area (log scale).  The minimum per (observation, transform) is labelled.
+
+    Examples
+    --------
+    >>> cands = [{"i": 4, "transform": "kl", "rho": 0.25, "khat": 0.55},
+    ...          {"i": 4, "transform": "mm1", "rho": 1.0, "khat": 0.4}]
+    >>> ax = plot_khat_candidates(cands, np.r_[np.zeros(4), 0.9], threshold=0.7)
+    >>> [t.get_text() for t in ax.get_xticklabels()]
+    ['4']
     """
     res = _as_pointwise(candidates)
     if res is not None:
@@ -479,7 +502,22 @@ def _prob_items(y, probs):
 def plot_roc(y, probs, *, ax=None, diagonal: bool = True, legend: bool = True):
     """ROC curves of several fits on one axis, AUROC (Eq. 8) in the legend.
 
-    ``probs``: dict label -> LOO probabilities (array or PointwiseLoo), or one array.
+    Parameters
+    ----------
+    y : (n,) 0/1 outcomes.
+    probs : dict label -> LOO probabilities (array or PointwiseLoo), or one array.
+    ax : matplotlib Axes to draw on (a new figure when None).
+    diagonal : draw the chance line; legend : draw the legend.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> ax = plot_roc(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8]))
+    >>> ax.lines[0].get_xdata().tolist(), ax.lines[0].get_ydata().tolist()
+    ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
     """
     y, items = _prob_items(y, probs)
     ax = _get_ax(ax, figsize=(5.0, 5.0))
@@ -503,6 +541,21 @@ def plot_pr(y, probs, *, ax=None, prevalence: bool = True, legend: bool = True):
     """Precision-recall curves (step-wise) of several fits, average precision in the legend.
 
     The dotted horizontal line is the prevalence, the precision of a random ranking.
+
+    Parameters
+    ----------
+    y, probs, ax, legend : as in `plot_roc`.
+    prevalence : draw the prevalence line.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> ax = plot_pr(np.array([0, 0, 1, 1]), {"psis": np.array([0.1, 0.4, 0.35, 0.8])})
+    >>> ax.get_legend().get_texts()[0].get_text()
+    'psis (AP = 0.833)'
     """
     y, items = _prob_items(y, probs)
     ax = _get_ax(ax, figsize=(5.0, 5.0))

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from loo_adapt.core._names import OLD_NAMES as _OLD_NAMES
-from loo_adapt.result import PointwiseLoo
+from loo_adapt.result import PointwiseLoo, observation_label
 
 _SCALE_FACTOR = {"log": 1.0, "negative_log": -1.0, "deviance": -2.0}
 _SCALE_LABEL = {"log": "elpd_loo", "negative_log": "-elpd_loo", "deviance": "looic"}
@@ -44,7 +44,24 @@ __all__ = ["format_summary", "format_pointwise", "khat_counts", "save_report",
 
 # --------------------------------------------------------------------------- inputs
 def as_pointwise(result) -> PointwiseLoo:
-    """The `PointwiseLoo` of an ELPDData from `loo_adapt.loo`, or the PointwiseLoo itself."""
+    """The `PointwiseLoo` of an ELPDData from `loo_adapt.loo`, or the PointwiseLoo itself.
+
+    Parameters
+    ----------
+    result : a `PointwiseLoo`, or the ELPDData returned by `loo_adapt.loo` (its
+        ``loo_adapt`` attribute).
+
+    Returns
+    -------
+    PointwiseLoo
+
+    Examples
+    --------
+    >>> from loo_adapt.result import PointwiseLoo
+    >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, 0.9]), 0.7, 100, 1.0)
+    >>> as_pointwise(res) is res
+    True
+    """
     if isinstance(result, PointwiseLoo):
         return result
     inner = getattr(result, "loo_adapt", None)
@@ -73,7 +90,22 @@ def _scale_of(result, scale):
 
 # --------------------------------------------------------------------------- summary
 def khat_counts(khat, threshold: float) -> np.ndarray:
-    """Counts of finite k-hat in (-inf, threshold], (threshold, 1], (1, inf)."""
+    """Counts of finite k-hat in (-inf, threshold], (threshold, 1], (1, inf).
+
+    Parameters
+    ----------
+    khat : array of k-hat values (non-finite ones are not counted).
+    threshold : the good / bad boundary.
+
+    Returns
+    -------
+    ndarray of 3 ints
+
+    Examples
+    --------
+    >>> khat_counts(np.array([0.1, 0.5, 0.8, 1.2, np.nan]), 0.7)
+    array([2, 1, 1])
+    """
     k = np.asarray(khat, dtype=float)
     k = k[~np.isnan(k)]
     return np.array([np.sum(k <= threshold), np.sum((k > threshold) & (k <= 1)),
@@ -92,6 +124,23 @@ def format_summary(result, scale: str = "log") -> str:
     Pareto-k table before adaptation (plain PSIS) and after (the k-hat of the estimator
     finally used; MixIS and refits have none and are counted on their own row), the number
     of observations per estimator, and the observations whose estimate is still unreliable.
+
+    Parameters
+    ----------
+    result : a `PointwiseLoo` or ELPDData from `loo_adapt.loo`.
+    scale : "log" (elpd), "negative_log" or "deviance" (looic = -2 elpd), as R loo.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from loo_adapt.result import PointwiseLoo
+    >>> pw = PointwiseLoo(*(np.zeros(3),) * 4, np.array([0.2, 0.9, 0.1]), 0.7, 100, 1.0)
+    >>> text = format_summary(pw)
+    >>> text.splitlines()[0]
+    'Computed from 100 by 3 log-likelihood matrix.'
     """
     if result is None:
         raise ValueError("no loo_adapt result attached to this object")
@@ -171,26 +220,6 @@ def format_summary(result, scale: str = "log") -> str:
     return "\n".join(lines)
 
 
-def observation_label(i: int, var_name: str = "log_lik") -> str:
-    """Observation ``i`` (0-based, as in Python) with Stan's 1-based index beside it.
-
-    Parameters
-    ----------
-    i : 0-based observation index.
-    var_name : the Stan variable of the pointwise log-likelihood.
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> observation_label(3)
-    'observation 3 (Stan log_lik[4])'
-    """
-    return f"observation {int(i)} (Stan {var_name}[{int(i) + 1}])"
-
-
 def unreliable_reasons(result) -> dict[int, str]:
     """Why each unreliable observation is not shown reliable, keyed by 0-based index.
 
@@ -210,7 +239,7 @@ def unreliable_reasons(result) -> dict[int, str]:
     Examples
     --------
     >>> import numpy as np
-    >>> from loo_adapt.result import PointwiseLoo
+    >>> from loo_adapt.result import PointwiseLoo, observation_label
     >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, 0.9]), 0.7, 100, 1.0)
     >>> unreliable_reasons(res)
     {1: 'psis: k-hat 0.90 > 0.70'}
@@ -264,6 +293,22 @@ def format_pointwise(result) -> str:
     mm, mixis, refit), rho (step size of a transform), k_before (plain PSIS), k_after (the
     estimator's k-hat; NA for MixIS and refits), diag (their ESS), elpd_loo_i, its MCSE,
     the LOO probability P(y_i = 1 | y_-i) and whether the estimate is reliable.
+
+    Parameters
+    ----------
+    result : `PointwiseLoo` or the ELPDData of `loo_adapt.loo`.
+
+    Returns
+    -------
+    str
+        A header line and one line per observation.
+
+    Examples
+    --------
+    >>> from loo_adapt.result import PointwiseLoo
+    >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, 0.9]), 0.7, 100, 1.0)
+    >>> len(format_pointwise(res).splitlines())
+    3
     """
     result = as_pointwise(result)
     cols = [("i", 5), ("estimator", 12), ("rho", 10), ("k_before", 9), ("k_after", 9),
@@ -422,7 +467,7 @@ def results_dict(result, *, scale: str | None = None, name: str = "loo") -> dict
     Examples
     --------
     >>> import numpy as np
-    >>> from loo_adapt.result import PointwiseLoo
+    >>> from loo_adapt.result import PointwiseLoo, observation_label
     >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, np.inf]), 0.7, 100, 1.0)
     >>> results_dict(res)["pointwise"]["pareto_k"]
     [0.2, 'Infinity']
@@ -466,7 +511,7 @@ def load_results(path) -> PointwiseLoo:
     Examples
     --------
     >>> import tempfile, numpy as np
-    >>> from loo_adapt.result import PointwiseLoo
+    >>> from loo_adapt.result import PointwiseLoo, observation_label
     >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, np.inf]), 0.7, 100, 1.0)
     >>> with tempfile.TemporaryDirectory() as d:
     ...     _ = save_report(res, d, figures=False)
@@ -575,7 +620,7 @@ def save_report(result, out_dir, *, y=None, probs=None, name: str = "loo",
     Examples
     --------
     >>> import tempfile, numpy as np
-    >>> from loo_adapt.result import PointwiseLoo
+    >>> from loo_adapt.result import PointwiseLoo, observation_label
     >>> res = PointwiseLoo(*(np.zeros(3),) * 5, 0.7, 100, 1.0)
     >>> with tempfile.TemporaryDirectory() as d:
     ...     [p.name for p in save_report(res, d, figures=False)]

@@ -164,6 +164,14 @@ def stan_name_to_index(name: str) -> tuple[str, tuple[int, ...]]:
     ``z.1.imag`` -> ("z", (1, 2)). Tuple components (``t:2.1``) become their own variables
     named up to the last ``:`` part (``"t:2"``), because a float array cannot hold a tuple.
 
+    Parameters
+    ----------
+    name : one CSV / stanli column name.
+
+    Returns
+    -------
+    (variable, index) : tuple of str and tuple of int
+
     Examples
     --------
     >>> stan_name_to_index("W1.2.3"), stan_name_to_index("alpha")
@@ -179,6 +187,15 @@ def stan_name_to_index(name: str) -> tuple[str, tuple[int, ...]]:
 
 def group_columns(names: Sequence[str]) -> dict[str, tuple[tuple[int, ...], np.ndarray]]:
     """{variable: (stan_shape, column index per element in C order)} in first-seen order.
+
+    Parameters
+    ----------
+    names : Stan output column names (``b.1.2`` or ``b[1,2]``), in file order.
+
+    Returns
+    -------
+    dict
+        variable -> (its Stan shape, the column of each element in C order).
 
     Examples
     --------

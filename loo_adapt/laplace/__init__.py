@@ -1,7 +1,8 @@
 """Laplace / ELLA / VaLLA bridge: GP-based LOO predictive checks for the one-hidden-layer
 ReLU net against MCMC leave-one-out.
 
-- `net`: the net in closed form (forward, Jacobian, NTK, log posterior, MAP, modes).
+- `net`: the net at fixed weights (`ReLUPoint`: the architecture of
+  `loo_adapt.models.relu.ReLUNet` plus J^T r and the NTK), log posterior, MAP, modes.
 - `lla`: linearised Laplace in weight and function space, predictive, cavity LOO, evidence.
 - `ella`: Nystrom-feature LLA.  `valla`: sparse variational LLA.
 - `compare`: the comparison table against MCMC LOO.
@@ -17,12 +18,27 @@ from loo_adapt.laplace.lla import (
     log_predictive,
     predictive_prob,
 )
-from loo_adapt.laplace.net import LinearModel, Mode, ReluNet, find_map, find_modes, log_posterior
+from loo_adapt.laplace.net import (
+    LinearModel,
+    Mode,
+    ReLUPoint,
+    find_map,
+    find_modes,
+    log_posterior,
+)
 from loo_adapt.laplace.valla import VaLLA, kmeans_inducing
 
 __all__ = [
     "Comparison", "compare", "plot_comparison", "ELLA", "ella_sweep", "FunctionSpaceLLA",
     "WeightSpaceLLA", "LooPredictive", "cavity_loo", "log_predictive", "predictive_prob",
-    "LinearModel", "Mode", "ReluNet", "find_map", "find_modes", "log_posterior", "VaLLA",
+    "LinearModel", "Mode", "ReLUPoint", "find_map", "find_modes", "log_posterior", "VaLLA",
     "kmeans_inducing",
 ]
+
+
+def __getattr__(name):
+    if name == "ReluNet":  # deprecated alias, warns
+        from loo_adapt.laplace import net
+
+        return net.ReluNet
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,7 +3,9 @@
     mu(x) = w2 . relu(W1^T x + b1) + b2,   W1 (D, H), b1 (H,), w2 (H,), b2 scalar,
 
 with independent N(0, sigma0^2) priors on every weight and a Bernoulli-logit likelihood.
-The parameter vector is ``theta = [W1.ravel() (row-major, D x H), b1, w2, b2]``.
+The parameter vector is ``theta = [W1.ravel() (row-major, D x H), b1, w2, b2]``; packing,
+forward pass and Jacobian are `loo_adapt.models.relu.ReLUNet`'s (one architecture for the
+Stan family and this bridge); `ReLUPoint` holds one set of weights.
 
 Everything the Laplace bridge needs is available without automatic differentiation:
 the Jacobian rows, the neural tangent kernel J(x) J(x')^T (without forming J), the log
@@ -14,13 +16,16 @@ linearised and ordinary Laplace coincide.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment, minimize
 
+from loo_adapt.models.relu import ReLUNet
+
 __all__ = [
-    "ReluNet",
+    "ReLUPoint",
     "LinearModel",
     "log_posterior",
     "find_map",
@@ -39,8 +44,24 @@ def _as_matrix(X, name="X"):
     return X
 
 
-class ReluNet:
-    """The one-hidden-layer ReLU net at fixed weights (Stan shapes)."""
+class ReLUPoint:
+    """The one-hidden-layer ReLU net at fixed weights (Stan shapes).
+
+    Packing order, forward pass and Jacobian are those of the model family
+    `loo_adapt.models.relu.ReLUNet` (one architecture for adaptive IS and the Laplace
+    bridge); this class adds what the bridge needs at one point of weight space: J^T r,
+    the neural tangent kernel and its gradient, and the canonical hidden-unit order.
+
+    Parameters
+    ----------
+    W1 : (D, H) input weights; b1, w2 : (H,) hidden biases and output weights; b2 : scalar.
+
+    Examples
+    --------
+    >>> net = ReLUPoint(np.ones((2, 1)), [0.5], [2.0], -1.0)
+    >>> net.forward(np.array([[1.0, 1.0], [1.0, -3.0]]))
+    array([ 4., -1.])
+    """
 
     def __init__(self, W1, b1, w2, b2):
         W1 = np.asarray(W1, dtype=float)
@@ -52,9 +73,10 @@ class ReluNet:
         if b1.shape != (H,) or w2.shape != (H,):
             raise ValueError(f"b1 and w2 must have shape ({H},), got {b1.shape} and {w2.shape}")
         b2 = float(np.asarray(b2, dtype=float).reshape(()))
-        theta = np.concatenate([W1.ravel(), b1, w2, [b2]])
+        theta = ReLUNet.pack(W1, b1, w2, b2)
         if not np.all(np.isfinite(theta)):
             raise ValueError("network weights contain non-finite values")
+        self._theta = theta[None, :]  # one draw, as ReLUNet's architecture takes (S, P)
         self.W1, self.b1, self.w2, self.b2 = W1, b1, w2, b2
 
     # -- parameter vector ------------------------------------------------------------
@@ -68,23 +90,22 @@ class ReluNet:
 
     @property
     def P(self) -> int:
-        return self.D * self.H + 2 * self.H + 1
+        return ReLUNet.n_params(self.D, self.H)
 
     @property
     def theta(self) -> np.ndarray:
-        return np.concatenate([self.W1.ravel(), self.b1, self.w2, [self.b2]])
+        return self._theta[0].copy()
 
     @classmethod
-    def from_vector(cls, theta, D: int, H: int) -> ReluNet:
+    def from_vector(cls, theta, D: int, H: int) -> ReLUPoint:
         theta = np.asarray(theta, dtype=float).reshape(-1)
-        if theta.size != D * H + 2 * H + 1:
+        if theta.size != ReLUNet.n_params(D, H):
             raise ValueError(f"theta has {theta.size} entries, expected D*H + 2H + 1 = "
-                             f"{D * H + 2 * H + 1}")
-        k = D * H
-        return cls(theta[:k].reshape(D, H), theta[k:k + H], theta[k + H:k + 2 * H], theta[-1])
+                             f"{ReLUNet.n_params(D, H)}")
+        return cls(*ReLUNet.unpack(theta, D, H))
 
-    def with_vector(self, theta) -> ReluNet:
-        return ReluNet.from_vector(theta, self.D, self.H)
+    def with_vector(self, theta) -> ReLUPoint:
+        return ReLUPoint.from_vector(theta, self.D, self.H)
 
     # -- network pieces ----------------------------------------------------------------
     def _check_X(self, X):
@@ -95,23 +116,16 @@ class ReluNet:
 
     def hidden(self, X):
         """Pre-activations z (n, H), activations a = relu(z), active mask m = 1[z > 0]."""
-        X = self._check_X(X)
-        z = X @ self.W1 + self.b1
+        z = ReLUNet.pre_activation(self._theta, self._check_X(X))[0]
         m = z > 0
         return z, np.where(m, z, 0.0), m
 
     def forward(self, X) -> np.ndarray:
-        _, a, _ = self.hidden(X)
-        return a @ self.w2 + self.b2
+        return ReLUNet.forward(self._theta, self._check_X(X))[0]
 
     def jacobian(self, X) -> np.ndarray:
         """Rows d mu(x_i) / d theta, shape (n, P)."""
-        X = self._check_X(X)
-        _, a, m = self.hidden(X)
-        g = m * self.w2  # d mu / d z_k
-        n = X.shape[0]
-        dW1 = (X[:, :, None] * g[:, None, :]).reshape(n, -1)
-        return np.hstack([dW1, g, a, np.ones((n, 1))])
+        return ReLUNet.jacobian(self._theta, self._check_X(X))[0]
 
     def vjp(self, X, r) -> np.ndarray:
         """J^T r without forming J."""
@@ -126,9 +140,9 @@ class ReluNet:
         def vjp(r):
             r = np.asarray(r, dtype=float)
             g = mw * r[:, None]
-            return np.concatenate([(X.T @ g).ravel(), g.sum(0), a.T @ r, [np.sum(r)]])
+            return ReLUNet.pack(X.T @ g, g.sum(0), a.T @ r, np.sum(r))
 
-        return a @ self.w2 + self.b2, vjp
+        return self.forward(X), vjp
 
     def ntk(self, X1, X2=None) -> np.ndarray:
         """J(X1) J(X2)^T in closed form: a^T a' + 1 + sum_k w2_k^2 m_k m'_k (x~^T x~')."""
@@ -177,11 +191,11 @@ class ReluNet:
         """theta with hidden units sorted, so permuted copies of a mode compare equal."""
         units = np.vstack([self.w2, self.b1, self.W1])  # one column per unit
         order = np.lexsort(units[::-1])
-        return ReluNet(self.W1[:, order], self.b1[order], self.w2[order], self.b2).theta
+        return ReLUNet.pack(self.W1[:, order], self.b1[order], self.w2[order], self.b2)
 
 
 class LinearModel:
-    """f(x) = x^T w + b, the logistic-regression special case with the ReluNet interface."""
+    """f(x) = x^T w + b, the logistic-regression special case with the ReLUPoint interface."""
 
     def __init__(self, w, b=0.0):
         self.w = np.asarray(w, dtype=float).reshape(-1)
@@ -333,13 +347,13 @@ def weights_from_draws(draws):
 class Mode:
     """A polished posterior mode and the chains whose best draw reached it."""
 
-    net: ReluNet
+    net: ReLUPoint
     log_post: float
     chains: list
     start_log_post: list
 
 
-def _same_mode(a: ReluNet, b: ReluNet, rtol, X=None, lp=None):
+def _same_mode(a: ReLUPoint, b: ReLUPoint, rtol, X=None, lp=None):
     """Equal up to a hidden-unit permutation (matched by linear assignment)?  Also equal
     when the log posteriors agree to 1e-6 and the outputs on X to 1e-4: L-BFGS stalls at
     slightly different points of the same kinked optimum."""
@@ -373,10 +387,10 @@ def find_modes(draws, X, y, prior_sd, *, per_chain=1, rtol=1e-3):
         raise ValueError(f"X has {X.shape[1]} columns, the draws have D = {D}")
     modes: list[Mode] = []
     for c in range(C):
-        lps = np.array([log_posterior(ReluNet(W1[c, s], b1[c, s], w2[c, s], b2[c, s]), X, y,
+        lps = np.array([log_posterior(ReLUPoint(W1[c, s], b1[c, s], w2[c, s], b2[c, s]), X, y,
                                       prior_sd) for s in range(S)])
         for s in np.argsort(lps)[::-1][:per_chain]:
-            start = ReluNet(W1[c, s], b1[c, s], w2[c, s], b2[c, s])
+            start = ReLUPoint(W1[c, s], b1[c, s], w2[c, s], b2[c, s])
             net, lp, _ = find_map(start, X, y, prior_sd)
             for mode in modes:
                 if _same_mode(net, mode.net, rtol, X, (lp, mode.log_post)):
@@ -388,3 +402,12 @@ def find_modes(draws, X, y, prior_sd, *, per_chain=1, rtol=1e-3):
             else:
                 modes.append(Mode(net, lp, [c], [float(lps[s])]))
     return sorted(modes, key=lambda m: -m.log_post)
+
+
+def __getattr__(name):
+    if name == "ReluNet":
+        warnings.warn("loo_adapt.laplace.net.ReluNet is deprecated: use ReLUPoint (the net at "
+                      "fixed weights; its architecture is loo_adapt.models.relu.ReLUNet)",
+                      DeprecationWarning, stacklevel=2)
+        return ReLUPoint
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

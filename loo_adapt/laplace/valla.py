@@ -19,7 +19,7 @@ quadrature, log-diagonal for positivity).
 Inducing inputs start at k-means centres (``scipy.cluster.vq.kmeans2``, seeded) and, as in
 the paper (Section 3.3, "Inducing Points"), are optimised jointly with S
 (``optimize_Z``; by default for k-means Z, while inducing inputs given by the caller are
-kept), with the analytic gradient of the NTK in Z (`ReluNet.ntk_vjp`):
+kept), with the analytic gradient of the NTK in Z (`ReLUPoint.ntk_vjp`):
 
     1. S at the k-means Z (smooth in L: converges to ``gtol``),
     2. (L, Z) jointly for at most ``maxiter_Z`` L-BFGS iterations,

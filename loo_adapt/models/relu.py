@@ -151,58 +151,187 @@ class ReLUNet(SigmoidModel):
         out += [f"{n['w2']}[{k + 1}]" for k in range(H)]
         return out + [n["b2"]]
 
+    # ----------------------------------------------------------------- the architecture
+    # Packing order, forward pass and Jacobian of the net for any weights and inputs: the
+    # family below and the Laplace bridge (`loo_adapt.laplace.net.ReLUPoint`) both use these.
+    @staticmethod
+    def n_params(D: int, H: int) -> int:
+        """Length P = D H + 2 H + 1 of the parameter vector.
+
+        Parameters
+        ----------
+        D, H : number of inputs and hidden units.
+
+        Returns
+        -------
+        int
+
+        Examples
+        --------
+        >>> ReLUNet.n_params(3, 2)
+        11
+        """
+        return int(D) * int(H) + 2 * int(H) + 1
+
+    @staticmethod
+    def pack(W1, b1, w2, b2) -> np.ndarray:
+        """The parameter vector(s) ``[W1 (row-major D x H), b1, w2, b2]``.
+
+        Parameters
+        ----------
+        W1 : (..., D, H) input weights; b1, w2 : (..., H); b2 : (...) (any common leading
+            batch shape, e.g. none for one net or (S,) for S draws).
+
+        Returns
+        -------
+        ndarray of shape (..., P)
+
+        Examples
+        --------
+        >>> ReLUNet.pack(np.arange(4.0).reshape(2, 2), [4.0, 5.0], [6.0, 7.0], 8.0)
+        array([0., 1., 2., 3., 4., 5., 6., 7., 8.])
+        """
+        W1 = np.asarray(W1, dtype=float)
+        lead = W1.shape[:-2]
+        parts = (W1.reshape(*lead, -1), np.asarray(b1, dtype=float),
+                 np.asarray(w2, dtype=float), np.asarray(b2, dtype=float)[..., None])
+        return np.concatenate(parts, axis=-1)
+
+    @staticmethod
+    def unpack(theta, D: int, H: int):
+        """Views ``(W1 (..., D, H), b1 (..., H), w2 (..., H), b2 (...))`` of ``theta``.
+
+        Parameters
+        ----------
+        theta : (..., P) parameter vector(s) in the order of `pack`.
+        D, H : number of inputs and hidden units.
+
+        Returns
+        -------
+        tuple of ndarray
+
+        Examples
+        --------
+        >>> W1, b1, w2, b2 = ReLUNet.unpack(np.arange(11.0), 3, 2)
+        >>> W1.shape, b1, w2, float(b2)
+        ((3, 2), array([6., 7.]), array([8., 9.]), 10.0)
+        """
+        theta = np.asarray(theta, dtype=float)
+        P = ReLUNet.n_params(D, H)
+        if theta.shape[-1:] != (P,):
+            raise ValueError(f"theta has shape {theta.shape}, expected (..., D*H + 2H + 1 = {P})")
+        DH = D * H
+        W1 = theta[..., :DH].reshape(*theta.shape[:-1], D, H)
+        return W1, theta[..., DH : DH + H], theta[..., DH + H : DH + 2 * H], theta[..., DH + 2 * H]
+
+    @staticmethod
+    def _width(theta, X) -> tuple[int, int]:
+        D = X.shape[-1]
+        P = theta.shape[-1]
+        H, rest = divmod(P - 1, D + 2)
+        if rest or H < 1:
+            raise ValueError(f"theta of length {P} is no one-hidden-layer net on D = {D} inputs")
+        return D, H
+
+    @staticmethod
+    def pre_activation(theta, X) -> np.ndarray:
+        """Hidden-layer pre-activations ``z = X W1 + b1`` per draw, shape (S, n, H).
+
+        Parameters
+        ----------
+        theta, X : as in `forward`.
+
+        Returns
+        -------
+        ndarray of shape (S, n, H)
+
+        Examples
+        --------
+        >>> theta = ReLUNet.pack(np.ones((1, 2, 1)), [[0.5]], [[2.0]], [0.0])
+        >>> ReLUNet.pre_activation(theta, np.array([[1.0, -3.0]]))
+        array([[[-1.5]]])
+        """
+        D, H = ReLUNet._width(theta, X)
+        W1, b1, _, _ = ReLUNet.unpack(theta, D, H)
+        return np.matmul(X, W1) + b1[:, None, :]
+
+    @staticmethod
+    def forward(theta, X) -> np.ndarray:
+        """The logits ``mu = relu(X W1 + b1) w2 + b2`` per draw, shape (S, n).
+
+        Parameters
+        ----------
+        theta : (S, P) parameter vectors (`pack` order).
+        X : (n, D) inputs.
+
+        Returns
+        -------
+        ndarray of shape (S, n)
+
+        Examples
+        --------
+        >>> theta = ReLUNet.pack(np.ones((1, 2, 1)), [[0.5]], [[2.0]], [-1.0])
+        >>> ReLUNet.forward(theta, np.array([[1.0, 1.0], [1.0, -3.0]]))
+        array([[ 4., -1.]])
+        """
+        D, H = ReLUNet._width(theta, X)
+        _, _, w2, b2 = ReLUNet.unpack(theta, D, H)
+        Z = ReLUNet.pre_activation(theta, X)
+        return np.einsum("snh,sh->sn", np.maximum(Z, 0.0), w2) + b2[:, None]
+
+    @staticmethod
+    def jacobian(theta, X) -> np.ndarray:
+        """Per-observation Jacobian rows ``d mu(x_i) / d theta``, shape (S, n, P).
+
+        At a kink (``z_k = 0``) the unit counts as inactive (the derivative from that side).
+
+        Parameters
+        ----------
+        theta, X : as in `forward`.
+
+        Returns
+        -------
+        ndarray of shape (S, n, P)
+
+        Examples
+        --------
+        >>> theta = ReLUNet.pack(np.ones((1, 2, 1)), [[0.5]], [[2.0]], [-1.0])
+        >>> ReLUNet.jacobian(theta, np.array([[1.0, 1.0]]))
+        array([[[2. , 2. , 2. , 2.5, 1. ]]])
+        """
+        D, H = ReLUNet._width(theta, X)
+        _, _, w2, _ = ReLUNet.unpack(theta, D, H)
+        Z = ReLUNet.pre_activation(theta, X)
+        S, n = Z.shape[:2]
+        gw = (Z > 0.0) * w2[:, None, :]  # d mu / d z_k
+        dW1 = (X[None, :, :, None] * gw[:, :, None, :]).reshape(S, n, D * H)
+        return np.concatenate([dW1, gw, np.maximum(Z, 0.0), np.ones((S, n, 1))], axis=-1)
+
     # ----------------------------------------------------------------- unpacking
     def _split(self, theta):
-        S = theta.shape[0]
-        H, D = self.hidden, self.n_inputs
-        DH = D * H
-        W1 = theta[:, :DH].reshape(S, D, H)
-        b1 = theta[:, DH : DH + H]
-        w2 = theta[:, DH + H : DH + 2 * H]
-        b2 = theta[:, DH + 2 * H]
-        return W1, b1, w2, b2
-
-    def _hidden_pre(self, theta):
-        W1, b1, _, _ = self._split(theta)
-        return np.matmul(self.X, W1) + b1[:, None, :]  # (S, n, H)
+        return self.unpack(theta, self.n_inputs, self.hidden)
 
     # ----------------------------------------------------------------- mu
     def linear_predictor(self, theta):
-        theta = self._check_theta(theta)
-        Z = self._hidden_pre(theta)
-        _, _, w2, b2 = self._split(theta)
-        return np.einsum("snh,sh->sn", np.maximum(Z, 0.0), w2) + b2[:, None]
+        return self.forward(self._check_theta(theta), self.X)
 
     def _z_i(self, theta, i):
-        W1, b1, _, _ = self._split(theta)
-        return np.einsum("d,sdh->sh", self.X[i], W1) + b1
+        return self.pre_activation(theta, self.X[i : i + 1])[:, 0]
 
     def linear_predictor_i(self, theta, i):
         theta = self._check_theta(theta)
         i = self._check_i(i)
-        _, _, w2, b2 = self._split(theta)
-        return np.einsum("sh,sh->s", np.maximum(self._z_i(theta, i), 0.0), w2) + b2
+        return self.forward(theta, self.X[i : i + 1])[:, 0]
 
     def grad_linear_predictor(self, theta, i):
         theta = self._check_theta(theta)
         i = self._check_i(i)
-        S, H, D = theta.shape[0], self.hidden, self.n_inputs
-        DH = D * H
-        z = self._z_i(theta, i)
-        _, _, w2, _ = self._split(theta)
-        act = (z > 0.0).astype(float)
-        g = np.empty_like(theta)
-        gw = w2 * act
-        g[:, :DH] = (self.X[i][None, :, None] * gw[:, None, :]).reshape(S, DH)
-        g[:, DH : DH + H] = gw
-        g[:, DH + H : DH + 2 * H] = np.maximum(z, 0.0)
-        g[:, DH + 2 * H] = 1.0
-        return g
+        return self.jacobian(theta, self.X[i : i + 1])[:, 0]
 
     def _grad_loglik_sum(self, theta, resid):
         S, H, D = theta.shape[0], self.hidden, self.n_inputs
         DH = D * H
-        Z = self._hidden_pre(theta)
+        Z = self.pre_activation(theta, self.X)
         _, _, w2, _ = self._split(theta)
         A = resid[:, :, None] * (Z > 0.0) * w2[:, None, :]
         g = np.empty_like(theta)
@@ -284,7 +413,7 @@ class ReLUNet(SigmoidModel):
                 raise ValueError(
                     f"{name!r} has {arr.shape[1]} components per draw, expected {width}"
                 )
-        theta = np.hstack([W1.reshape(S, -1), b1, w2, b2])
+        theta = self.pack(W1, b1, w2, b2[:, 0])
         return np.ascontiguousarray(theta), None
 
     def __repr__(self):

@@ -479,8 +479,6 @@ class LocalProcessPool:
     [('a', 'ok', 2)]
     """
 
-    hard_kill = True
-
     def __init__(self, workers: int, *, needs_main: bool = True,
                  blas_threads: int | None = None):
         self.capacity = max(1, int(workers))
@@ -631,8 +629,6 @@ class ExecutorPool:
     [('a', 'ok', 3)]
     """
 
-    hard_kill = False
-
     def __init__(self, executor, capacity: int | None = None):
         self._ex = executor
         self._dask = is_dask_client(executor)
@@ -712,7 +708,6 @@ class SerialPool:
     [('a', 'ok', 1)]
     """
 
-    hard_kill = False
     capacity = 1
 
     def __init__(self):

@@ -120,6 +120,15 @@ class StanProgram:
         observation), or a mapping name -> observation axis. None detects them: every entry
         whose leading dimension equals ``N``.
     log_lik : name of the pointwise log-likelihood generated quantity.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(6, 2))
+    >>> from loo_adapt.stan.backends import stan_data
+    >>> prog = StanProgram("logistic_normal", stan_data("logistic_normal", X, [0, 1] * 3))
+    >>> prog.n_obs, prog.data_without(0)["N"]
+    (6, 5)
     """
 
     def __init__(

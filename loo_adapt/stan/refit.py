@@ -53,7 +53,9 @@ import numpy as np
 from scipy.special import logsumexp
 
 from loo_adapt.core._names import add_deprecated_aliases
+from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import ess_bulk, relative_eff, rhat_rank
+from loo_adapt.result import observation_label
 from loo_adapt.stan import pool as _pool
 
 __all__ = ["RefitResult", "refit_loo", "heldout_elpd", "convergence_check"]
@@ -69,10 +71,7 @@ RETRY_SEED_OFFSET = 1_000_003
 def _as_chains(log_lik, i=None) -> np.ndarray:
     """Held-out log-likelihood draws as (chains, draws); (S,) is one chain."""
     what = "held-out log-likelihood" + ("" if i is None else f" of observation {i}")
-    arr = np.asarray(getattr(log_lik, "values", log_lik))
-    if arr.dtype.kind not in "fiu":
-        raise TypeError(f"{what} must be numeric, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
+    arr = as_log_lik_array(log_lik, what, copy=True)
     while arr.ndim > 2 and arr.shape[-1] == 1:
         arr = arr[..., 0]
     if arr.ndim == 1:
@@ -81,10 +80,6 @@ def _as_chains(log_lik, i=None) -> np.ndarray:
         raise ValueError(f"{what} must have shape (S,) or (chains, draws), got {arr.shape}")
     if arr.shape[1] < 4:
         raise ValueError(f"{what} needs at least 4 draws per chain, got shape {arr.shape}")
-    if np.isnan(arr).any():
-        raise ValueError(f"{what} contains NaN")
-    if np.isposinf(arr).any():
-        raise ValueError(f"{what} contains +inf")
     return arr
 
 
@@ -730,8 +725,8 @@ def _warn_unverified(res, what: str, stacklevel: int) -> None:
     bad = np.flatnonzero(~res.reliable & (res.status != "skipped"))
     if not bad.size:
         return
-    lines = [f"observation {int(res.indices[p])} (Stan {int(res.indices[p]) + 1}): "
-             f"{res.reason[p]}" for p in bad[:10]]
+    lines = [f"observation {observation_label(res.indices[p])}: {res.reason[p]}"
+             for p in bad[:10]]
     more = "" if bad.size <= 10 else f"; +{bad.size - 10} more"
     warnings.warn(
         f"{bad.size} of {len(res.indices)} {what}(s) are unverified (0-based indices): "

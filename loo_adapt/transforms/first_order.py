@@ -94,36 +94,13 @@ def _psi_field(kind, L, ell):
 class FirstOrderStep:
     """T = theta + h Q_i(theta) with log|det J| ~= log|1 + h div Q_i| (Eq. 27)."""
 
-    def __init__(
-        self,
-        kind,
-        model,
-        theta,
-        hyper,
-        i,
-        *,
-        post_sd=None,
-        terms=None,
-        n_probes: int = 30,
-        fd_eps: float = 1e-5,
-        seed=None,
-    ):
-        if kind not in ("kl", "var", "ll"):
-            raise ValueError(f"kind must be 'kl', 'var' or 'll', got {kind!r}")
-        theta = np.asarray(theta, dtype=float)
+    def __init__(self, kind, theta, i, post_sd, Q, divQ, log_norm):
         self.name = f"{kind}_first_order"
         self.kind = kind
         self.theta = theta
         self.i = int(i)
-        self.post_sd = _check_sd(post_sd, theta)
-        if isinstance(model, CallableModel):
-            self.Q, self.divQ, self.log_norm = self._callable_field(
-                kind, model, theta, self.i, n_probes, fd_eps, seed
-            )
-        else:
-            self.Q, self.divQ, self.log_norm = self._sigmoid_field(
-                kind, model, theta, hyper, self.i, terms
-            )
+        self.post_sd = post_sd
+        self.Q, self.divQ, self.log_norm = Q, divQ, log_norm
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(self.Q == 0.0, 0.0, np.abs(self.Q) / self.post_sd)
         self.rate = float(ratio.max())
@@ -232,18 +209,16 @@ def prepare_first_order(
     **_ignored,
 ):
     """Prepare ``kind`` in ('kl', 'var', 'll') with the Eq. 27 Jacobian approximation."""
-    return FirstOrderStep(
-        kind,
-        model,
-        theta,
-        hyper,
-        i,
-        post_sd=post_sd,
-        terms=terms,
-        n_probes=n_probes,
-        fd_eps=fd_eps,
-        seed=seed,
-    )
+    if kind not in ("kl", "var", "ll"):
+        raise ValueError(f"kind must be 'kl', 'var' or 'll', got {kind!r}")
+    theta = np.asarray(theta, dtype=float)
+    i = int(i)
+    post_sd = _check_sd(post_sd, theta)
+    if isinstance(model, CallableModel):
+        field = FirstOrderStep._callable_field(kind, model, theta, i, n_probes, fd_eps, seed)
+    else:
+        field = FirstOrderStep._sigmoid_field(kind, model, theta, hyper, i, terms)
+    return FirstOrderStep(kind, theta, i, post_sd, *field)
 
 
 def callable_model_from_sigmoid(model, hyper_row=None) -> CallableModel:

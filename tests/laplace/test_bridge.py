@@ -21,7 +21,7 @@ from loo_adapt.laplace import (
     ELLA,
     FunctionSpaceLLA,
     LinearModel,
-    ReluNet,
+    ReLUPoint,
     VaLLA,
     WeightSpaceLLA,
     cavity_loo,
@@ -61,7 +61,7 @@ def toy():
     X = rng.standard_normal((n, D))
     y = (X[:, 0] - X[:, 1] + 0.7 * rng.standard_normal(n) > 0).astype(float)
     for _ in range(200):
-        net = ReluNet(0.5 * rng.standard_normal((D, H)), rng.standard_normal(H),
+        net = ReLUPoint(0.5 * rng.standard_normal((D, H)), rng.standard_normal(H),
                       rng.standard_normal(H), 0.3)
         z, _, _ = net.hidden(X)
         if np.min(np.abs(z)) > 0.05:
@@ -355,7 +355,7 @@ def test_mode_dedup_under_permutation():
     n, D, H = 30, 3, 4
     X = rng.standard_normal((n, D))
     y = (X[:, 0] + 0.5 * rng.standard_normal(n) > 0).astype(float)
-    net = ReluNet(rng.standard_normal((D, H)), rng.standard_normal(H), rng.standard_normal(H),
+    net = ReLUPoint(rng.standard_normal((D, H)), rng.standard_normal(H), rng.standard_normal(H),
                   0.1)
     perm = np.array([2, 0, 3, 1])
     W1 = np.stack([net.W1, net.W1[:, perm]])[:, None]
@@ -368,7 +368,7 @@ def test_mode_dedup_under_permutation():
     single, lp_single, _ = find_map(net, X, y, 1.0)
     assert abs(modes[0].log_post - lp_single) < 1e-12
     # a genuinely different start that ends elsewhere is a second mode
-    other = ReluNet(-net.W1, net.b1, -net.w2, -0.1)
+    other = ReLUPoint(-net.W1, net.b1, -net.w2, -0.1)
     modes2 = find_modes({k: np.concatenate([v, v2]) for (k, v), v2 in zip(
         {"W1": W1, "b1": b1, "w2": w2, "b2": b2}.items(),
         [other.W1[None, None], other.b1[None, None], other.w2[None, None], np.full((1, 1), -.1)])},
@@ -382,7 +382,7 @@ def test_relu1_fixture_modes():
     data, draws, lp_stan = read_relu1()
     X, y, sd = np.array(data["X"]), np.array(data["y"]), data["prior_sd"]
     C, S = lp_stan.shape
-    ours = np.array([[log_posterior(ReluNet(*(draws[k][c, s] for k in ("W1", "b1", "w2", "b2"))),
+    ours = np.array([[log_posterior(ReLUPoint(*(draws[k][c, s] for k in ("W1", "b1", "w2", "b2"))),
                                     X, y, sd) for s in range(S)] for c in range(C)])
     # same log posterior as Stan's lp__ up to a constant (CSV has 6 significant digits)
     diff = ours - lp_stan

@@ -21,7 +21,7 @@ from scipy.special import expit, log_expit
 from loo_adapt.laplace import (
     FunctionSpaceLLA,
     LinearModel,
-    ReluNet,
+    ReLUPoint,
     VaLLA,
     compare,
     find_modes,
@@ -39,7 +39,7 @@ def toy():
     X = rng.standard_normal((n, D))
     y = (X[:, 0] - X[:, 1] + 0.7 * rng.standard_normal(n) > 0).astype(float)
     for _ in range(200):
-        net = ReluNet(0.5 * rng.standard_normal((D, H)), rng.standard_normal(H),
+        net = ReLUPoint(0.5 * rng.standard_normal((D, H)), rng.standard_normal(H),
                       rng.standard_normal(H), 0.3)
         if np.min(np.abs(net.hidden(X)[0])) > 0.05:
             break
