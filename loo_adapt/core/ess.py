@@ -32,7 +32,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from loo_adapt.core._compiled import NUMPY_MAX_CELLS, compiled
+from loo_adapt.core._compiled import use_numba
 
 __all__ = ["ess_bulk", "ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff",
            "rhat_rank"]
@@ -190,7 +190,7 @@ def _ess_columns(x: np.ndarray, shift=None) -> np.ndarray:
         raise ValueError(f"ESS needs at least 4 draws per chain, got {n_draws}")
     out = np.empty(n_cols)
     kernel = _geyer_ess if min(n_cols, _BLOCK) >= 64 else _geyer_ess_serial
-    use_numpy = n_chains * n_draws * n_cols <= NUMPY_MAX_CELLS and not compiled(kernel)
+    use_numpy = not use_numba(kernel, n_chains * n_draws * n_cols)
     for start in range(0, n_cols, _BLOCK):
         blk = x[:, :, start:start + _BLOCK]
         # R's estimator is 0/0 for a constant column; arviz returns S, and so do we,

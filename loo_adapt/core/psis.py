@@ -50,7 +50,8 @@ observations up, the blocks run in parallel (``prange`` over a few chunks of blo
 thread, each with its own scratch space).  A fresh environment would compile this kernel
 on the first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x observations
 it runs the same algorithm in numpy instead (``core._psis_numpy``, same numbers to ~1e-14,
-in column chunks) unless the kernel is already compiled or in numba's cache.
+in column chunks) unless the kernel is already compiled or in numba's cache, or the numpy
+runs of this process add up to more than that (``core._compiled.use_numba``).
 ``benchmarks/bench_psis.py`` measures it against arviz and a memory floor
 (``benchmarks/results/bench_psis.txt``).
 
@@ -76,7 +77,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from loo_adapt.core._compiled import NUMPY_MAX_CELLS, compiled
+from loo_adapt.core._compiled import use_numba
 from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core._vmath import exp_clamped, index_float
 from loo_adapt.core._vmath import expm1 as _expm1
@@ -671,9 +672,7 @@ def _columns(idx, limit=10) -> str:
 def _engine(n_draws: int, n_obs: int) -> str:
     """"numba" (the kernels above) or "numpy" (``_psis_numpy``, the cold-start path)."""
     kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
-    if n_draws * n_obs > NUMPY_MAX_CELLS or compiled(kernel):
-        return "numba"
-    return "numpy"
+    return "numba" if use_numba(kernel, n_draws * n_obs) else "numpy"
 
 
 def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):

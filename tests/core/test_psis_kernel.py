@@ -244,3 +244,17 @@ def test_import_loads_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_many_small_calls_switch_to_the_compiled_kernel(monkeypatch):
+    """The numpy twin is a cold-start path only: once its runs in one process add up to more
+    than NUMPY_MAX_CELLS, the numba kernel is compiled and used (adaptive IS makes many
+    calls, each below the limit)."""
+    from loo_adapt.core import _compiled
+
+    monkeypatch.setattr(_compiled, "compiled", lambda dispatcher: False)
+    monkeypatch.setattr(_compiled, "_numpy_cells", {})
+    cells = _compiled.NUMPY_MAX_CELLS // 4
+    engines = [psis._engine(4000, cells // 4000) for _ in range(6)]
+    assert engines == ["numpy"] * 4 + ["numba"] * 2
+    assert psis._engine(4000, _compiled.NUMPY_MAX_CELLS // 4000 + 1) == "numba"
