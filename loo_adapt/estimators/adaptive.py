@@ -35,7 +35,7 @@ from scipy.special import expit
 
 from loo_adapt.core._vmath import exp_clamped
 from loo_adapt.core.psis import psislw
-from loo_adapt.estimators.base import Estimate, frozen
+from loo_adapt.estimators.base import Estimate, RowDraws, frozen
 from loo_adapt.result import PointwiseLoo
 from loo_adapt.transforms import (
     DEFAULT_RHO,
@@ -490,6 +490,8 @@ def adaptive_estimate(
                                       f"fails {why}")
                 else:
                     row["verified_by"] = "certified"
+            row["row_draws"] = (None if row["method"] == "psis" else
+                                _chosen_draws(cand, row["cols"], halves, selection, r_eff))
             out.append(row)
 
     def col(key, default=np.nan):
@@ -499,8 +501,29 @@ def adaptive_estimate(
         "adaptive", rows, col("elpd_loo"), col("mcse"), col("reliable", False),
         pareto_k=col("khat"), loo_prob=col("loo_prob"), rho=col("rho"),
         method=col("method", "psis"), verified_by=col("verified_by", ""),
-        reason=col("reason", ""), candidates=candidates,
+        reason=col("reason", ""), candidates=candidates, row_draws=col("row_draws", None),
     )
+
+
+def _chosen_draws(cand, cols, halves, selection, r_eff) -> RowDraws:
+    """The final weights of a chosen candidate on its transformed draws, as `RowDraws`.
+
+    For the split rules the estimate is the average of column ``cols[0]`` (chosen on half a)
+    weighed on half b and ``cols[1]`` weighed on half a, so each half carries its own PSIS
+    weights times 1/2; otherwise column ``cols[0]`` on all draws.  ``sum w P(y_i = 1)`` of
+    the record is the row's ``loo_prob``.
+    """
+    log_ratio, _, prob1 = cand
+    if selection in ("split", "split_keep"):
+        lw = np.empty(log_ratio.shape[0])
+        p1 = np.empty(log_ratio.shape[0])
+        for half, c in ((halves[1], cols[0]), (halves[0], cols[1])):
+            lw[half] = psislw(log_ratio[half, c], r_eff=r_eff)[0] - math.log(2.0)
+            p1[half] = prob1[half, c]
+    else:
+        lw = psislw(log_ratio[:, cols[0]], r_eff=r_eff)[0]
+        p1 = np.array(prob1[:, cols[0]], dtype=float)
+    return RowDraws("transformed", lw, p1)
 
 
 #: candidate columns (of S draws each) whose PSIS fits are batched into one call
