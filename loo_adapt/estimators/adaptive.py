@@ -454,6 +454,7 @@ def adaptive_estimate(
                   logsig=_logsig_at(terms.mu, sign) if linear and rows.size else None)
 
     out = []
+    chosen = []  # (position in out, chosen columns, r_eff) of the adapted rows
     candidates = []
     # rows in blocks: their candidates' PSIS fits are one call (the kernel is parallel over
     # columns), with at most _BLOCK_COLUMNS candidate columns of S draws held at a time
@@ -490,9 +491,13 @@ def adaptive_estimate(
                                       f"fails {why}")
                 else:
                     row["verified_by"] = "certified"
-            row["row_draws"] = (None if row["method"] == "psis" else
-                                _chosen_draws(cand, row["cols"], halves, selection, r_eff))
+            if row["method"] != "psis":
+                chosen.append((len(out), _chosen_columns(cand, row["cols"], halves, selection),
+                               r_eff))
             out.append(row)
+
+    for j, record in _chosen_draws(chosen, halves, n_samples):
+        out[j]["row_draws"] = record
 
     def col(key, default=np.nan):
         return [r.get(key, default) for r in out]
@@ -505,25 +510,37 @@ def adaptive_estimate(
     )
 
 
-def _chosen_draws(cand, cols, halves, selection, r_eff) -> RowDraws:
-    """The final weights of a chosen candidate on its transformed draws, as `RowDraws`.
-
-    For the split rules the estimate is the average of column ``cols[0]`` (chosen on half a)
-    weighed on half b and ``cols[1]`` weighed on half a, so each half carries its own PSIS
-    weights times 1/2; otherwise column ``cols[0]`` on all draws.  ``sum w P(y_i = 1)`` of
-    the record is the row's ``loo_prob``.
-    """
+def _chosen_columns(cand, cols, halves, selection):
+    """Copies of the chosen candidate's log ratios and P(y_i = 1) on the draws each part of
+    the estimate weighs: for the split rules column ``cols[0]`` (chosen on half a) on half b
+    and ``cols[1]`` on half a, each carrying 1/2; otherwise ``cols[0]`` on all draws."""
     log_ratio, _, prob1 = cand
     if selection in ("split", "split_keep"):
-        lw = np.empty(log_ratio.shape[0])
-        p1 = np.empty(log_ratio.shape[0])
-        for half, c in ((halves[1], cols[0]), (halves[0], cols[1])):
-            lw[half] = psislw(log_ratio[half, c], r_eff=r_eff)[0] - math.log(2.0)
-            p1[half] = prob1[half, c]
+        parts = ((halves[1], cols[0]), (halves[0], cols[1]))
     else:
-        lw = psislw(log_ratio[:, cols[0]], r_eff=r_eff)[0]
-        p1 = np.array(prob1[:, cols[0]], dtype=float)
-    return RowDraws("transformed", lw, p1)
+        parts = ((slice(None), cols[0]),)
+    return [(where, log_ratio[where, c].copy(), prob1[where, c].copy()) for where, c in parts]
+
+
+def _chosen_draws(chosen, halves, n_samples):
+    """The final weights of every adapted row on its transformed draws, as `RowDraws`:
+    PSIS of the chosen columns (one batched call per part), each part's normalised weights
+    times 1 / (number of parts), so ``sum w P(y_i = 1)`` of a record is its ``loo_prob``.
+
+    Yields (position, RowDraws)."""
+    if not chosen:
+        return
+    n_parts = len(chosen[0][1])
+    r_eff = np.array([c[2] for c in chosen])
+    lw = np.empty((n_samples, len(chosen)))
+    p1 = np.empty((n_samples, len(chosen)))
+    for k in range(n_parts):
+        where = chosen[0][1][k][0]
+        ratios = np.column_stack([c[1][k][1] for c in chosen])
+        lw[where] = psislw(ratios, r_eff=r_eff)[0] - math.log(n_parts)
+        p1[where] = np.column_stack([c[1][k][2] for c in chosen])
+    for m, (j, _, _) in enumerate(chosen):
+        yield j, RowDraws("transformed", lw[:, m].copy(), p1[:, m].copy())
 
 
 #: candidate columns (of S draws each) whose PSIS fits are batched into one call
