@@ -9,8 +9,11 @@ first:
   Pareto k-hat) per row;
 * `loo_expectations(result, values, ...)` and `loo_pit(result, y, y_rep, ...)` take a
   `loo_adapt.loo` result: PSIS rows use its ``log_weights`` on the posterior draws; rows of
-  other estimators use the draws and weights given in ``row_draws`` (``{i: (values_i,
-  log_weights_i)}``), else they are NaN and ``reason`` says why.
+  other estimators use the `RowDraws` their estimator recorded (``result.loo_adapt.row_draws``:
+  MixIS's mixture draws, when a variable is named, and for binary outcomes every
+  estimator's P(y_i = 1 | theta) at its own draws), or the draws and weights given in
+  ``row_draws`` (``{i: (values_i, log_weights_i)}``); otherwise they are NaN and
+  ``reason`` names the fix.
 
 Formulas (R loo 2.8 ``E_loo``): mean sum w x; variance sum w (x - m)^2 / (1 - sum w^2)
 (the same as arviz's ESS correction); sd its root; quantiles by R's ``.wquant_i`` (linear
@@ -278,12 +281,44 @@ def _obs_matrix(values, s):
                      f"({s}, n) matching the {s} posterior draws")
 
 
-def _prepare(result, log_weights, values, row_draws):
-    """Per-row draws and log weights from a loo_adapt result (or given log weights).
+#: what each kind of row needs when it gets no value (the fix is named in ``reason``)
+_FIX = {
+    "transformed": ("{m}: its weights are on transformed draws, where y_rep was not drawn: "
+                    "rerun loo(..., estimator='mixis') or pass row_draws={{{i}: (values_i, "
+                    "log_weights_i)}}"),
+    "mixture": ("{m}: its weights are on the mixture draws: pass the name of a variable in "
+                "both the posterior and the mixture draws (e.g. y_rep='y_rep', draws=fit) or "
+                "row_draws={{{i}: (values_i, log_weights_i)}}"),
+    "refit": ("{m}: only the held-out log-likelihood of the refit is kept: pass "
+              "row_draws={{{i}: (values_i, log_weights_i)}}"),
+    None: ("{m}: no weights on the posterior draws (its draws are its own); pass "
+           "row_draws={{{i}: (values_i, log_weights_i)}}"),
+}
 
-    Returns (values per row, log weights per row, method, reason, r_eff, rows given in
-    ``row_draws``, number of posterior draws S); rows of estimators without weights on the
-    posterior draws and not in ``row_draws`` keep NaN weights and get a reason.
+
+@dataclass
+class _Rows:
+    """Per-row draws and weights of a result (see `_prepare`)."""
+
+    values: list
+    log_weights: list
+    log_ratios: list
+    r_eff: np.ndarray
+    method: np.ndarray
+    reason: np.ndarray
+    bernoulli: dict  # row -> RowDraws whose p1 gives the row's Bernoulli predictive
+    n_draws: int  # S of the posterior draws
+
+
+def _prepare(result, log_weights, values, row_draws, *, draws=None, binary=False):
+    """Per-row draws and log weights of a loo_adapt result (or given log weights).
+
+    ``values`` is an array on the posterior draws or the name of a variable (read from
+    ``draws`` for the posterior rows and from the mixture fit for MixIS rows).  Rows in
+    ``row_draws`` use those; plain PSIS rows the posterior weights; other rows their
+    estimator's `RowDraws`: the named variable of the mixture draws, else, for a binary
+    outcome (``binary``), the Bernoulli predictive of its ``p1`` and weights
+    (listed in ``bernoulli``); rows with none get NaN weights and a reason naming the fix.
     """
     from loo_adapt.evaluation.arviz import log_weights_matrix, pointwise_from_elpd_data
     from loo_adapt.result import PointwiseLoo
@@ -294,49 +329,114 @@ def _prepare(result, log_weights, values, row_draws):
         raise ValueError("no log weights: pass log_weights= (S, n), or a loo_adapt.loo "
                          "result computed with pointwise=True")
     lw = log_weights_matrix(log_weights)
-    x = _obs_matrix(values, lw.shape[0])
-    n = lw.shape[1]
-    if x.shape[1] != n:
+    s, n = lw.shape
+    name = values if isinstance(values, str) else None
+    if name is None:
+        x = _obs_matrix(values, s)
+    elif draws is not None:
+        from loo_adapt.io import read_draws
+
+        x = _obs_matrix(read_draws(draws)[name], s)
+    else:
+        x = None  # posterior rows need draws= to read the variable
+    if x is not None and x.shape[1] != n:
         raise ValueError(f"log_weights have {n} observations, the draws {x.shape[1]}")
     res = result if isinstance(result, PointwiseLoo) else pointwise_from_elpd_data(result)
     method = (np.full(n, "psis", dtype=object) if res is None
               else np.asarray(res.method, dtype=object).copy())
+    records = [None] * n if res is None else list(res.row_draws)
+    r_eff = np.broadcast_to(np.asarray(1.0 if res is None else res.r_eff, dtype=float),
+                            (n,)).copy()
     reason = np.full(n, "", dtype=object)
     row_draws = dict(row_draws or {})
-    cols_x = [x[:, i] for i in range(n)]
-    cols_w = [lw[:, i] for i in range(n)]
+    nan = np.full(1, np.nan)
+    out = _Rows([nan] * n, [nan] * n, [nan] * n, r_eff, method, reason, {}, s)
     for i in range(n):
+        rec = records[i]
         if i in row_draws:
-            cols_x[i] = np.asarray(row_draws[i][0], dtype=float).ravel()
-            cols_w[i] = np.asarray(row_draws[i][1], dtype=float).ravel()
-        elif np.isnan(lw[:, i]).all():
-            reason[i] = (f"{method[i]}: no weights on the posterior draws (its draws are "
-                         "its own); pass row_draws={i: (values_i, log_weights_i)}")
-    r_eff = 1.0 if res is None else res.r_eff
-    return cols_x, cols_w, method, reason, r_eff, set(row_draws), lw.shape[0]
+            x_i = np.asarray(row_draws[i][0], dtype=float).ravel()
+            lw_i = np.asarray(row_draws[i][1], dtype=float).ravel()
+            out.values[i], out.log_weights[i], out.log_ratios[i] = x_i, lw_i, lw_i
+        elif not np.isnan(lw[:, i]).all():
+            if x is None:
+                reason[i] = (f"{method[i]}: y_rep={name!r} names a variable: pass draws= "
+                             "(the posterior draws) to read it")
+                continue
+            out.values[i], out.log_weights[i], out.log_ratios[i] = x[:, i], lw[:, i], None
+        elif (rec is not None and name is not None and rec.draws is not None
+              and name in rec.draws.variables):
+            own = rec.draws.flat(name).reshape(rec.log_weights.size, -1)[:, rec.column]
+            out.values[i] = own
+            out.log_weights[i] = out.log_ratios[i] = rec.log_weights
+        elif rec is not None and rec.p1 is not None and binary:
+            out.bernoulli[i] = rec
+            out.log_weights[i] = out.log_ratios[i] = rec.log_weights
+            out.values[i] = np.asarray(rec.p1, dtype=float)
+        else:
+            reason[i] = _FIX[None if rec is None else rec.source].format(m=method[i], i=i)
+        if i not in row_draws and rec is not None and rec.source in ("mixture", "refit"):
+            r_eff[i] = 1.0  # tail length of the k-hat: the record's draws, not the posterior's
+    return out
+
+
+def _is_binary(a) -> bool:
+    a = np.asarray(a, dtype=float)
+    return bool(a.size and np.isin(a, (0.0, 1.0)).all())
+
+
+def _bernoulli_expectation(p, kind, probs):
+    """Mean, variance, sd or quantiles of Bernoulli(p) (the exact predictive of a binary
+    outcome whose P(y = 1) is p)."""
+    if kind == "mean":
+        return p
+    if kind == "var":
+        return p * (1.0 - p)
+    if kind == "sd":
+        return float(np.sqrt(p * (1.0 - p)))
+    return np.where(probs <= 1.0 - p, 0.0, 1.0)  # smallest x with F(x) >= prob
 
 
 def loo_expectations(result, values, *, kind: str = "mean", probs=None, log_weights=None,
-                     row_draws=None, log_ratios=None):
+                     row_draws=None, log_ratios=None, draws=None):
     """LOO expectations E[h(y_rep_i) | y_-i] with the weights of each row's estimator.
+
+    What each row gets (``method``):
+
+    * plain PSIS rows: ``values`` under the posterior PSIS weights (R ``E_loo``);
+    * MixIS rows: when ``values`` names a variable (``values="y_rep"``) that the posterior
+      draws (``draws=``) and the mixture fit both hold, that variable under the MixIS
+      weights on the mixture draws (any outcome, any ``kind``);
+    * every estimator (adaptive IS, moment matching, MixIS, refits) for a binary outcome
+      (``values`` all 0/1, taken to be draws of y_rep): the Bernoulli predictive with
+      P(y_i = 1 | y_-i) = sum_s w_s P(y_i = 1 | theta_s) from the estimator's own draws and
+      final weights (so the mean equals the row's ``loo_prob``; var p(1 - p); quantiles
+      0 or 1);
+    * otherwise (adaptive IS or moment matching with a continuous outcome: y_rep was not
+      drawn at the transformed draws) NaN, with a ``reason`` naming the fix
+      (``estimator="mixis"`` or ``row_draws=``).
 
     Parameters
     ----------
     result : a `loo_adapt.loo` result (its ``log_weights`` and ``.loo_adapt``), a
         `PointwiseLoo` (then give ``log_weights``), or None with ``log_weights``.
     values : posterior predictive draws (chains, draws, *obs) or (S, n), on the posterior
-        draws the result's weights refer to.
+        draws the result's weights refer to; or the name of a variable of ``draws`` (and of
+        the mixture fit).
     kind : "mean", "var", "sd" or "quantile".
     probs : quantile levels (``kind="quantile"``).
     log_weights : (S, n) or arviz-layout log weights overriding the result's.
     row_draws : {i: (values_i, log_weights_i)} for rows produced by estimators with their
-        own draws (adapted, MixIS); these rows use them instead.
-    log_ratios : raw (S, n) log ratios for the k-hat (R loo); default the weights.
+        own draws; these rows use them instead.
+    log_ratios : raw (S, n) log ratios for the k-hat of the PSIS rows (R loo); default the
+        weights.
+    draws : the posterior draws (any input of `loo_adapt.read_draws`) when ``values`` is a
+        variable name.
 
     Returns
     -------
     LooExpectation
-        Values, function-specific k-hat, estimator and NaN reason per row.
+        Values, function-specific k-hat (on each row's own weights; for Bernoulli rows of
+        P(y_i = 1 | theta)), estimator and NaN reason per row.
 
     Examples
     --------
@@ -348,34 +448,54 @@ def loo_expectations(result, values, *, kind: str = "mean", probs=None, log_weig
     [1.0, 1.0, 1.0]
     """
     probs = _check_kind(kind, probs)
-    cols_x, cols_w, method, reason, r_eff, given, s = _prepare(result, log_weights, values,
-                                                               row_draws)
-    cols_r = list(cols_w)
-    if log_ratios is not None:
-        lr = _obs_matrix(log_ratios, s)
-        cols_r = [cols_w[i] if i in given else lr[:, i] for i in range(len(cols_w))]
-    value, khat = e_loo_rows(cols_x, cols_w, kind, probs, log_ratios=cols_r, r_eff=r_eff)
-    return LooExpectation(value=value, pareto_k=khat, method=method, reason=reason,
+    binary = not isinstance(values, str) and _is_binary(values)
+    rows = _prepare(result, log_weights, values, row_draws, draws=draws, binary=binary)
+    lr = None if log_ratios is None else _obs_matrix(log_ratios, rows.n_draws)
+    cols_r = [r if r is not None else w if lr is None else lr[:, i]
+              for i, (r, w) in enumerate(zip(rows.log_ratios, rows.log_weights))]
+    value, khat = e_loo_rows(rows.values, rows.log_weights, kind, probs, log_ratios=cols_r,
+                             r_eff=rows.r_eff)
+    for i, rec in rows.bernoulli.items():
+        p = float(np.sum(np.exp(rec.log_weights) * rec.p1))
+        value[i] = _bernoulli_expectation(min(max(p, 0.0), 1.0), kind, probs)
+    return LooExpectation(value=value, pareto_k=khat, method=rows.method, reason=rows.reason,
                           kind=kind, probs=probs)
 
 
-def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None):
+def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None, draws=None):
     """LOO probability integral transform with the weights of each row's estimator.
+
+    What each row gets (``method``):
+
+    * plain PSIS rows: ``y_rep`` under the posterior PSIS weights;
+    * MixIS rows: when ``y_rep`` names a variable (``y_rep="y_rep"``) that the posterior
+      draws (``draws=``) and the mixture fit both hold, that variable under the MixIS
+      weights on the mixture draws (any outcome);
+    * every estimator (adaptive IS, moment matching, MixIS, refits) for a binary outcome
+      (``y`` all 0/1): the randomised PIT of the Bernoulli predictive, (1 - p) [y = 1] +
+      u P(y_rep = y) with p = sum_s w_s P(y_i = 1 | theta_s) on the estimator's own draws
+      and final weights (p is the row's ``loo_prob``), and the same uniform u as the PSIS
+      rows (one per row from ``seed``);
+    * otherwise (adaptive IS or moment matching with a continuous outcome) NaN, with a
+      ``reason`` naming the fix (``estimator="mixis"`` or ``row_draws=``).
 
     Parameters
     ----------
     result : a `loo_adapt.loo` result, a `PointwiseLoo` (give ``log_weights``), or None.
     y : (n,) or obs-shaped observations.
-    y_rep : posterior predictive draws (chains, draws, *obs) or (S, n).
+    y_rep : posterior predictive draws (chains, draws, *obs) or (S, n); or the name of a
+        variable of ``draws`` (and of the mixture fit).
     log_weights : overrides the result's log weights.
     row_draws : {i: (y_rep_i, log_weights_i)} for rows with their own draws.
     seed : seed of the tie-breaking uniforms (discrete y).
+    draws : the posterior draws (any input of `loo_adapt.read_draws`) when ``y_rep`` is a
+        variable name.
 
     Returns
     -------
     LooPit
-        PIT values, k-hat of the weights (for the mean of the indicator), estimator and NaN
-        reason per row.
+        PIT values, k-hat of each row's own weights (for the mean of the indicator; for
+        Bernoulli rows of P(y_i = 1 | theta)), estimator and NaN reason per row.
 
     Examples
     --------
@@ -387,11 +507,18 @@ def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None):
     True
     """
     y = np.asarray(y, dtype=float).ravel()
-    cols_y, cols_w, method, reason, r_eff, _, _ = _prepare(result, log_weights, y_rep,
-                                                           row_draws)
-    if len(cols_y) != y.size:
-        raise ValueError(f"y has {y.size} observations, y_rep {len(cols_y)}")
-    pit = pit_rows(y, cols_y, cols_w, seed=seed)
+    rows = _prepare(result, log_weights, y_rep, row_draws, draws=draws, binary=_is_binary(y))
+    if len(rows.values) != y.size:
+        raise ValueError(f"y has {y.size} observations, y_rep {len(rows.values)}")
+    cols_y, cols_w = list(rows.values), list(rows.log_weights)
     ind = [(c <= yy).astype(float) for c, yy in zip(cols_y, y)]
-    _, khat = e_loo_rows(ind, cols_w, "mean", r_eff=r_eff)
-    return LooPit(pit=pit, pareto_k=khat, method=method, reason=reason)
+    for i, rec in rows.bernoulli.items():
+        # the Bernoulli predictive as two weighted points: the same randomisation as draws
+        p = min(max(float(np.sum(np.exp(rec.log_weights) * rec.p1)), 0.0), 1.0)
+        ind[i] = np.asarray(rec.p1, dtype=float)
+        with np.errstate(divide="ignore"):
+            cols_y[i], cols_w[i] = np.array([0.0, 1.0]), np.log([1.0 - p, p])
+    pit = pit_rows(y, cols_y, cols_w, seed=seed)
+    lr = [w if r is None else r for r, w in zip(rows.log_ratios, rows.log_weights)]
+    _, khat = e_loo_rows(ind, rows.log_weights, "mean", log_ratios=lr, r_eff=rows.r_eff)
+    return LooPit(pit=pit, pareto_k=khat, method=rows.method, reason=rows.reason)

@@ -64,6 +64,9 @@ class PointwiseLoo:
     history : one record per merged estimate: estimator, rows, accepted mask, elpd_loo,
         reliable and reason of each row it returned (see `row_history`).
     draws_method : origin of the draws ("mcmc", "advi", "laplace", "pathfinder", ...).
+    row_draws : per observation the `loo_adapt.estimators.base.RowDraws` of the estimator
+        that produced the row (its draws and final weights; None for plain PSIS rows, whose
+        weights are the posterior PSIS weights, and for estimators that keep none).
     pareto_k_pq : for draws of an approximation q, the Pareto k-hat of p/q (how well q stands in
         for the posterior, as R loo's ``loo_approximate_posterior`` reports); NaN for MCMC.
 
@@ -97,9 +100,12 @@ class PointwiseLoo:
     history: list[dict] = field(default_factory=list)
     draws_method: str = "mcmc"
     pareto_k_pq: float = float("nan")
+    row_draws: list | None = None
 
     def __post_init__(self):
         n = len(self.elpd_i)
+        if self.row_draws is None:
+            self.row_draws = [None] * n
         if self.pareto_k_after is None:
             self.pareto_k_after = np.array(self.pareto_k, dtype=float, copy=True)
         if self.method is None:
@@ -125,7 +131,8 @@ class PointwiseLoo:
         self.reason = np.asarray(self.reason, dtype=object)
         self.r_eff = np.broadcast_to(np.asarray(self.r_eff, dtype=float), (n,)).copy()
         for name in ("p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "pareto_k_after", "method",
-                     "rho", "loo_prob", "diagnostic", "reliable", "verified_by", "reason"):
+                     "rho", "loo_prob", "diagnostic", "reliable", "verified_by", "reason",
+                     "row_draws"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} has length {len(getattr(self, name))}, expected {n}")
 
@@ -144,7 +151,8 @@ class PointwiseLoo:
         PointwiseLoo
             For accepted rows every per-row column comes from the estimate (NaN where the
             estimator does not produce it, never the previous estimator's value);
-            ``p_loo_i = lpd_i - elpd_i``.
+            ``p_loo_i = lpd_i - elpd_i``; ``row_draws`` of an accepted row is the
+            estimate's record (None when it keeps none: a previous record never survives).
         """
         rows = np.asarray(estimate.rows, dtype=np.int64)
         if rows.size and (rows.min() < 0 or rows.max() >= self.n_obs):
@@ -159,6 +167,9 @@ class PointwiseLoo:
                          ("reliable", "reliable"), ("verified_by", "verified_by"),
                          ("reason", "reason")):
             new[col][take] = np.asarray(getattr(estimate, src))[accept]
+        records = estimate.row_draws
+        for j in np.flatnonzero(accept):
+            new["row_draws"][rows[j]] = None if records is None else records[j]
         skipped = rows[~accept]
         for i, why in zip(skipped, np.asarray(estimate.reason)[~accept]):
             if why:

@@ -35,7 +35,7 @@ from scipy.special import expit
 
 from loo_adapt.core._vmath import exp_clamped
 from loo_adapt.core.psis import psislw
-from loo_adapt.estimators.base import Estimate, frozen
+from loo_adapt.estimators.base import Estimate, RowDraws, frozen
 from loo_adapt.result import PointwiseLoo
 from loo_adapt.transforms import (
     DEFAULT_RHO,
@@ -454,6 +454,7 @@ def adaptive_estimate(
                   logsig=_logsig_at(terms.mu, sign) if linear and rows.size else None)
 
     out = []
+    chosen = []  # (position in out, chosen columns, r_eff) of the adapted rows
     candidates = []
     # rows in blocks: their candidates' PSIS fits are one call (the kernel is parallel over
     # columns), with at most _BLOCK_COLUMNS candidate columns of S draws held at a time
@@ -490,7 +491,13 @@ def adaptive_estimate(
                                       f"fails {why}")
                 else:
                     row["verified_by"] = "certified"
+            if row["method"] != "psis":
+                chosen.append((len(out), _chosen_columns(cand, row["cols"], halves, selection),
+                               r_eff))
             out.append(row)
+
+    for j, record in _chosen_draws(chosen, halves, n_samples):
+        out[j]["row_draws"] = record
 
     def col(key, default=np.nan):
         return [r.get(key, default) for r in out]
@@ -499,8 +506,41 @@ def adaptive_estimate(
         "adaptive", rows, col("elpd_loo"), col("mcse"), col("reliable", False),
         pareto_k=col("khat"), loo_prob=col("loo_prob"), rho=col("rho"),
         method=col("method", "psis"), verified_by=col("verified_by", ""),
-        reason=col("reason", ""), candidates=candidates,
+        reason=col("reason", ""), candidates=candidates, row_draws=col("row_draws", None),
     )
+
+
+def _chosen_columns(cand, cols, halves, selection):
+    """Copies of the chosen candidate's log ratios and P(y_i = 1) on the draws each part of
+    the estimate weighs: for the split rules column ``cols[0]`` (chosen on half a) on half b
+    and ``cols[1]`` on half a, each carrying 1/2; otherwise ``cols[0]`` on all draws."""
+    log_ratio, _, prob1 = cand
+    if selection in ("split", "split_keep"):
+        parts = ((halves[1], cols[0]), (halves[0], cols[1]))
+    else:
+        parts = ((slice(None), cols[0]),)
+    return [(where, log_ratio[where, c].copy(), prob1[where, c].copy()) for where, c in parts]
+
+
+def _chosen_draws(chosen, halves, n_samples):
+    """The final weights of every adapted row on its transformed draws, as `RowDraws`:
+    PSIS of the chosen columns (one batched call per part), each part's normalised weights
+    times 1 / (number of parts), so ``sum w P(y_i = 1)`` of a record is its ``loo_prob``.
+
+    Yields (position, RowDraws)."""
+    if not chosen:
+        return
+    n_parts = len(chosen[0][1])
+    r_eff = np.array([c[2] for c in chosen])
+    lw = np.empty((n_samples, len(chosen)))
+    p1 = np.empty((n_samples, len(chosen)))
+    for k in range(n_parts):
+        where = chosen[0][1][k][0]
+        ratios = np.column_stack([c[1][k][1] for c in chosen])
+        lw[where] = psislw(ratios, r_eff=r_eff)[0] - math.log(n_parts)
+        p1[where] = np.column_stack([c[1][k][2] for c in chosen])
+    for m, (j, _, _) in enumerate(chosen):
+        yield j, RowDraws("transformed", lw[:, m].copy(), p1[:, m].copy())
 
 
 #: candidate columns (of S draws each) whose PSIS fits are batched into one call

@@ -26,7 +26,8 @@ import numpy as np
 
 from loo_adapt.core._names import add_deprecated_aliases
 
-__all__ = ["Estimate", "Estimator", "Context", "Stage", "run_stages", "rows_of", "frozen"]
+__all__ = ["Estimate", "RowDraws", "Estimator", "Context", "Stage", "run_stages", "rows_of",
+           "frozen"]
 
 
 def frozen(a, dtype=None) -> np.ndarray:
@@ -34,6 +35,47 @@ def frozen(a, dtype=None) -> np.ndarray:
     out = np.array(a, dtype=dtype, copy=True)
     out.setflags(write=False)
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class RowDraws:
+    """The draws and final weights one row's estimate uses (for LOO-PIT and expectations).
+
+    Attributes
+    ----------
+    source : "posterior" (the posterior draws), "mixture" (draws of the mixture posterior,
+        MixIS), "transformed" (posterior draws moved by adaptive IS or moment matching) or
+        "refit" (draws of the fit without the row).
+    log_weights : (S_r,) normalised log weights (logsumexp 0) of those draws.
+    p1 : (S_r,) P(y_i = 1 | theta_s) at those draws for a binary outcome, else None.
+    draws : the `loo_adapt.draws.Draws` the weights refer to when they are whole draws of a
+        fit (MixIS: the mixture fit, shared by every row), else None.
+    column : the row's observation index in ``draws`` (-1 without ``draws``).
+
+    The arrays may be read-only views of a matrix shared by many rows (MixIS: one (S, n)
+    weight matrix for all of them), never copies of it.
+
+    Examples
+    --------
+    >>> rec = RowDraws("refit", np.log(np.full(4, 0.25)), p1=np.array([0.1, 0.2, 0.3, 0.4]))
+    >>> round(float(np.sum(np.exp(rec.log_weights) * rec.p1)), 12)
+    0.25
+    """
+
+    source: str
+    log_weights: np.ndarray
+    p1: np.ndarray | None = None
+    draws: Any = None
+    column: int = -1
+
+    def __post_init__(self):
+        if self.source not in ("posterior", "mixture", "transformed", "refit"):
+            raise ValueError(f"RowDraws.source must be posterior, mixture, transformed or "
+                             f"refit, got {self.source!r}")
+        lw = np.asarray(self.log_weights, dtype=float)
+        if lw.ndim != 1 or (self.p1 is not None and np.shape(self.p1) != lw.shape):
+            raise ValueError(f"log_weights {lw.shape} must be 1-D and p1 "
+                             f"{np.shape(self.p1)} the same shape")
 
 
 @add_deprecated_aliases
@@ -59,6 +101,8 @@ class Estimate:
     mcse_total : Monte Carlo SE of the sum over ``rows`` when the errors are correlated
         (MixIS), else None.
     candidates : optional per-candidate records (adaptive IS).
+    row_draws : None, or per row a `RowDraws` (the draws and final weights behind the
+        estimate; None for a row without them).
     """
 
     estimator: str
@@ -76,15 +120,18 @@ class Estimate:
     lpd_i: np.ndarray | None = None
     mcse_total: float | None = None
     candidates: tuple = ()
+    row_draws: tuple | None = None
 
     @classmethod
     def make(cls, estimator: str, rows, elpd_i, mcse_elpd_i, reliable, *,
              verified_by=None, reason=None, pareto_k=None, diagnostic=None, loo_prob=None,
-             rho=None, method=None, lpd_i=None, mcse_total=None, candidates=()) -> Estimate:
+             rho=None, method=None, lpd_i=None, mcse_total=None, candidates=(),
+             row_draws=None) -> Estimate:
         """Build an estimate, filling the columns not given with NaN / "" and freezing it.
 
         ``method`` gives a per-row estimator name where rows differ (adaptive IS keeps
-        PSIS on some rows); it defaults to ``estimator``.
+        PSIS on some rows); it defaults to ``estimator``.  ``row_draws`` is None or one
+        `RowDraws` (or None) per row.
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         m = rows.size
@@ -116,10 +163,18 @@ class Estimate:
             lpd_i=None if lpd_i is None else col(lpd_i, np.nan),
             mcse_total=None if mcse_total is None else float(mcse_total),
             candidates=tuple(candidates),
+            row_draws=None if row_draws is None else _row_records(row_draws, m),
         )
 
     def __len__(self) -> int:
         return int(self.rows.size)
+
+
+def _row_records(row_draws, m: int) -> tuple:
+    records = tuple(row_draws)
+    if len(records) != m or not all(r is None or isinstance(r, RowDraws) for r in records):
+        raise ValueError(f"row_draws must hold {m} RowDraws (or None), one per row")
+    return records
 
 
 class Estimator(Protocol):

@@ -282,7 +282,7 @@ class MixIS:
     name: str = "mixis"
 
     def __call__(self, ctx, rows):
-        from loo_adapt.estimators.base import Estimate
+        from loo_adapt.estimators.base import Estimate, RowDraws
 
         mix_draws = ctx.mixture
         ll = mix_draws.log_lik(ctx.var_name)
@@ -299,9 +299,17 @@ class MixIS:
             if not ok_draws:
                 raise ValueError(why)
         rows = np.asarray(rows, dtype=np.int64)
-        prob = None
+        prob = p1 = None
         if ctx.y is not None:
-            prob = mixis_loo_prob(ll, bernoulli_log_p1(ll, ctx.y))[rows]
+            log_p1 = bernoulli_log_p1(ll, ctx.y)
+            prob = mixis_loo_prob(ll, log_p1)[rows]
+            p1 = np.exp(log_p1.reshape(-1, n))
+            p1.setflags(write=False)
+        # one shared (S, n) weight matrix; each row's record holds views of its column
+        lw = est.log_weights
+        lw.setflags(write=False)
+        records = [RowDraws("mixture", lw[:, i], None if p1 is None else p1[:, i],
+                            draws=mix_draws, column=int(i)) for i in rows]
         mcse = est.mcse_elpd_i[rows]
         enough = (est.n_samples >= MIN_DRAWS) & (est.ess_mcse[rows] >= MIN_ESS)
         ok = (mcse <= self.max_mcse) & enough
@@ -316,5 +324,5 @@ class MixIS:
             "mixis", rows, est.elpd_i[rows], mcse, ok, diagnostic=est.ess[rows],
             loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""), reason=reason,
             lpd_i=est.lpd_i[rows] if every else None,
-            mcse_total=est.mcse_total if every else None,
+            mcse_total=est.mcse_total if every else None, row_draws=records,
         )

@@ -306,8 +306,6 @@ class MomentMatch:
     def __call__(self, ctx, rows):
         from loo_adapt.estimators.base import Estimate
         from loo_adapt.estimators.certify import DEFAULT_Z, DEFAULT_Z_SIDE
-        from loo_adapt.estimators.psis import loo_prob_from_log_lik
-
         density = ctx.need_program("moment matching (mm)").log_density()
         upars = density.unconstrain(ctx.draws)
         rows = np.asarray(rows, dtype=np.int64)
@@ -335,15 +333,27 @@ class MomentMatch:
             else:
                 reason.append("moment matching: estimate not certified (above lpd or above "
                               "PSIS beyond its Monte Carlo error)")
+        records = [_row_draws(mm, int(i), ctx.y) for i in rows]
         prob = None
-        if ctx.y is not None:
-            prob = np.full(rows.size, np.nan)
-            for j, i in enumerate(rows):
-                if int(i) in mm.log_weights:
-                    prob[j] = loo_prob_from_log_lik(mm.log_lik_at[int(i)][:, None],
-                                                    mm.log_weights[int(i)][:, None],
-                                                    np.asarray(ctx.y)[[i]])[0]
+        if ctx.y is not None:  # P(y_i = 1 | y_-i) = sum_s w_s P(y_i = 1 | theta_s)
+            prob = np.array([np.nan if r is None else float(np.sum(np.exp(r.log_weights) * r.p1))
+                             for r in records])
         return Estimate.make(
             "mm", rows, elpd, mcse, ok, pareto_k=k, loo_prob=prob,
             verified_by=np.where(ok, "certified", ""), reason=np.array(reason, dtype=object),
+            row_draws=records,
         )
+
+
+def _row_draws(mm: MomentMatchResult, i: int, y):
+    """Row i's final weights on the moment-matched draws (and P(y_i = 1) there for a binary
+    y), or None where no step was accepted."""
+    from loo_adapt.estimators.base import RowDraws
+    from loo_adapt.estimators.mixis import bernoulli_log_p1
+
+    if i not in mm.log_weights:
+        return None
+    p1 = None
+    if y is not None:
+        p1 = np.exp(bernoulli_log_p1(mm.log_lik_at[i][:, None], np.asarray(y)[[i]])[:, 0])
+    return RowDraws("transformed", mm.log_weights[i], p1)

@@ -62,5 +62,8 @@ class Refit:
 def _concat(a: Estimate, b: Estimate) -> Estimate:
     cols = ("elpd_i", "mcse_elpd_i", "reliable", "verified_by", "reason", "pareto_k",
             "diagnostic", "loo_prob", "rho", "method")
-    return Estimate.make(a.estimator, np.concatenate([a.rows, b.rows]),
+    records = None
+    if a.row_draws is not None or b.row_draws is not None:
+        records = (a.row_draws or (None,) * len(a)) + (b.row_draws or (None,) * len(b))
+    return Estimate.make(a.estimator, np.concatenate([a.rows, b.rows]), row_draws=records,
                          **{c: np.concatenate([getattr(a, c), getattr(b, c)]) for c in cols})

@@ -438,9 +438,13 @@ def _versions() -> dict:
 
 
 def _split_fields(res: PointwiseLoo) -> tuple[dict, dict, dict]:
-    """Every dataclass field of the result: (per-observation lists, their dtypes, the rest)."""
+    """Every dataclass field of the result: (per-observation lists, their dtypes, the rest).
+
+    ``row_draws`` (each row's draws and weights, for LOO-PIT) are not stored."""
     pointwise, dtypes, rest = {}, {}, {}
     for f in dataclasses.fields(res):
+        if f.name == "row_draws":
+            continue
         value = getattr(res, f.name)
         if isinstance(value, np.ndarray) and value.ndim == 1 and len(value) == res.n_obs:
             pointwise[f.name] = _plain_list(value)

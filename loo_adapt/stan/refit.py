@@ -279,7 +279,43 @@ class RefitResult:
             "refit", rows, elpd, np.asarray(self.mcse_elpd_i, dtype=float)[sel], ok,
             diagnostic=np.asarray(self.ess, dtype=float)[sel], loo_prob=prob,
             verified_by=np.where(ok, "refit", ""), reason=reason,
+            row_draws=[self.row_draws(int(j), y) for j in np.flatnonzero(sel)],
         )
+
+    def row_draws(self, pos: int, y=None):
+        """The held-out draws of one refit as a `loo_adapt.estimators.base.RowDraws`.
+
+        Parameters
+        ----------
+        pos : position in ``indices``.
+        y : binary outcomes of all n observations, or None.
+
+        Returns
+        -------
+        RowDraws or None
+            Uniform weights over the refit's draws and, for a binary ``y``,
+            P(y_i = 1 | theta_s) = exp(log_lik) if y_i = 1 else 1 - exp(log_lik); None
+            where the row has no held-out log-likelihood draws (not refitted).
+
+        Examples
+        --------
+        >>> res = refit_loo([3], refit_fn=lambda i: np.log(np.full((2, 50), 0.25)),
+        ...                 progress=False, n_jobs=1)
+        >>> rec = res.row_draws(0, y=np.ones(5))
+        >>> rec.source, float(rec.p1.mean())
+        ('refit', 0.25)
+        """
+        from loo_adapt.estimators.base import RowDraws
+        from loo_adapt.estimators.mixis import bernoulli_log_p1
+
+        ll = self.log_lik[pos] if pos < len(self.log_lik) else None
+        if ll is None:
+            return None
+        ll = np.asarray(ll, dtype=float).ravel()
+        p1 = None
+        if y is not None:
+            p1 = np.exp(bernoulli_log_p1(ll[:, None], np.asarray(y)[[self.indices[pos]]])[:, 0])
+        return RowDraws("refit", np.full(ll.size, -np.log(ll.size)), p1)
 
 
 # --------------------------------------------------------------------------------------------

@@ -123,6 +123,15 @@ def test_every_row_probability_agrees_with_its_own_elpd_after_mm_fallback():
     # log_lik has 6 significant digits, the recomputed one is exact
     np.testing.assert_allclose(np.log(_prob_of_observed(res))[mm], res.elpd_i[mm], atol=1e-4)
     assert np.all(res.verified_by[mm] == "certified")
+    # each mm row keeps the final weights on its moment-matched draws (LOO-PIT, E_loo): the
+    # same identity holds on the record
+    y = np.asarray(res.y)
+    for i in np.flatnonzero(mm):
+        rec = res.row_draws[i]
+        p_obs = rec.p1 if y[i] == 1 else 1.0 - rec.p1
+        assert rec.source == "transformed"
+        assert np.log(np.sum(np.exp(rec.log_weights) * p_obs)) == pytest.approx(
+            res.elpd_i[i], abs=1e-4)
 
 
 def test_readme_fallback_mixis_then_refit_through_loo():
