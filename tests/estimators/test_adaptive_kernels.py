@@ -10,6 +10,7 @@ from loo_adapt.estimators.adaptive import (
     _loglik_rowsum_and_column,
     _loglik_steps,
     _logsig_at,
+    _stack_columns,
 )
 
 NO_EXPANSION = (np.empty(0), np.empty((0, 0)))
@@ -128,3 +129,14 @@ def test_affine_directions_match_each_rows_dense_direction(monkeypatch):
         h = 0.4
         exact = model.log_prior(theta + h * direction, hyper) - model.log_prior(theta, hyper)
         np.testing.assert_allclose(h * b + h * h * q, exact, rtol=1e-11, atol=1e-11)
+
+
+def test_stack_columns_is_column_stack():
+    """The block's (S, C) candidate arrays: the columns in order, C-ordered, as numpy's
+    column_stack builds them."""
+    rng = np.random.default_rng(3)
+    cols = [rng.standard_normal(37) for _ in range(5)]
+    cols[2] = np.arange(37.0)[::-1]  # a non-contiguous column
+    out = _stack_columns(cols)
+    assert out.flags.c_contiguous
+    np.testing.assert_array_equal(out, np.column_stack(cols))
