@@ -51,7 +51,7 @@ def main(argv=None):
     warnings.simplefilter("ignore")
 
     import numba
-    from bench_adaptive_hs import print_stages
+    from bench_adaptive_hs import compile_psis_kernels, print_stages
     from ovarian_table1 import load_fit, ovarian_data
 
     from loo_adapt.estimators.adaptive import adapt_loo
@@ -73,6 +73,7 @@ def main(argv=None):
                          seed=args.seed, keep_candidates=False)
 
     # warm-up: numba compilation / caches are not part of the steady-state cost
+    print(f"PSIS kernels compiled or loaded in {compile_psis_kernels(draws.n_samples):.1f} s")
     base = run_psis()
     adapt_loo(draws, model, base=base, transforms=tuple(args.transforms), rho=[1.0],
               khat_threshold=float(np.sort(base.pareto_k)[-2]), selection=args.selection,

@@ -52,6 +52,23 @@ def print_stages(prof):
         print(f"  {label:20s} {sum(cum.get(f, 0.0) for f in fnames):8.3f} s")
 
 
+def compile_psis_kernels(n_draws):
+    """Compile (or load from numba's cache) the PSIS kernels of `loo_adapt.core.psis`.
+
+    `psislw` runs its numpy twin while the numba kernel is neither compiled nor cached
+    (the cold-start rule of `loo_adapt.core._compiled`), and below its cell limit nothing in
+    the adaptive path ever compiles it: without this the "steady state" would time the
+    numpy PSIS (~3 s more on ovarian) in a fresh checkout.  Returns the seconds it took
+    (~20 s the first time, ~0 once cached)."""
+    from loo_adapt.core import psis
+
+    t0 = time.perf_counter()
+    lr = np.random.default_rng(0).standard_normal((n_draws, 2 * psis._PARALLEL_MIN_COLS))
+    for cols in (lr, np.ascontiguousarray(lr[:, :2])):  # the parallel and serial kernels
+        psis._run(cols, None, False, np.ones(cols.shape[1]), True, True, engine="numba")
+    return time.perf_counter() - t0
+
+
 def simulate(n=130, p=300, chains=4, n_draws=1000, seed=0):
     """(Draws, model) of a horseshoe logistic regression, draws consistent with the model."""
     from loo_adapt.draws import Draws
@@ -127,6 +144,7 @@ def main(argv=None):
     def run_adapt():
         return loo_adapt.loo(draws, model=model, seed=1)
 
+    print(f"PSIS kernels compiled or loaded in {compile_psis_kernels(draws.n_samples):.1f} s")
     run_psis()
     run_adapt()  # warm-up: numba compilation is not part of the steady-state cost
     t_psis = t_adapt = cpu_adapt = np.inf

@@ -7,9 +7,11 @@ import pytest
 
 from loo_adapt.estimators.adaptive import (
     _TAYLOR_MAX,
+    _khat,
     _loglik_rowsum_and_column,
     _loglik_steps,
     _logsig_at,
+    _stack_columns,
 )
 
 NO_EXPANSION = (np.empty(0), np.empty((0, 0)))
@@ -128,3 +130,29 @@ def test_affine_directions_match_each_rows_dense_direction(monkeypatch):
         h = 0.4
         exact = model.log_prior(theta + h * direction, hyper) - model.log_prior(theta, hyper)
         np.testing.assert_allclose(h * b + h * h * q, exact, rtol=1e-11, atol=1e-11)
+
+
+def test_stack_columns_is_column_stack():
+    """The block's (S, C) candidate arrays: the columns in order, C-ordered, as numpy's
+    column_stack builds them."""
+    rng = np.random.default_rng(3)
+    cols = [rng.standard_normal(37) for _ in range(5)]
+    cols[2] = np.arange(37.0)[::-1]  # a non-contiguous column
+    out = _stack_columns(cols)
+    assert out.flags.c_contiguous
+    np.testing.assert_array_equal(out, np.column_stack(cols))
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_khat_is_psislw_khat(engine, monkeypatch):
+    """The k-hat-only PSIS call against `psislw` (smoothing and normalising the weights)."""
+    import loo_adapt.core.psis as core_psis
+
+    monkeypatch.setattr(core_psis, "_engine", lambda *_: engine)
+    rng = np.random.default_rng(4)
+    lr = rng.standard_t(2.5, size=(1000, 70)) * np.linspace(0.3, 3.0, 70)
+    r_eff = rng.uniform(0.5, 1.0, 70)
+    _, ref = core_psis.psislw(lr, r_eff=r_eff)
+    np.testing.assert_array_equal(_khat(lr, r_eff), ref)
+    half = np.sort(rng.permutation(1000)[:500])
+    np.testing.assert_array_equal(_khat(lr[half], 0.8), core_psis.psislw(lr[half], 0.8)[1])
