@@ -17,8 +17,9 @@ own for the same draws:
   0.x (whose ``loo`` returns none) an attribute with dims ``(*obs_dims, "__sample__")``,
   the shape arviz 0.x's ``loo_pit(..., log_weights=)`` takes.  Rows produced by another
   estimator have no weights on the posterior draws (adaptive IS weighs transformed draws,
-  MixIS mixture draws, refits none): their columns are NaN and
-  ``log_weights.attrs["nan_rows"]`` says why;
+  MixIS mixture draws, a refit its own draws): their columns are NaN,
+  ``log_weights.attrs["nan_rows"]`` says why, and ``res.loo_adapt.row_draws`` holds each
+  row's own draws and weights (`loo_adapt.loo_pit` and `loo_expectations` use them);
 * scale: arviz 0.x has log, negative_log and deviance (its compare ranks by the scale);
   arviz 1.x reports the log scale only and its ``compare`` ranks by ``elpd`` as a log
   score, so another scale is refused there (a deviance ELPDData would rank the worse model
@@ -314,7 +315,8 @@ def _nan_rows_note(result: PointwiseLoo, cols: np.ndarray) -> str:
     by = ", ".join(f"{c} {m}" for m, c in zip(names, counts))
     return (f"NaN for {int(cols.sum())} rows produced by estimators without weights on the "
             f"posterior draws ({by}): adaptive IS weighs transformed draws, MixIS the "
-            "mixture draws, refits none")
+            "mixture draws, a refit its own draws; those draws and weights are in "
+            "res.loo_adapt.row_draws, which loo_adapt.loo_pit / loo_expectations use")
 
 
 def _log_weights_da(log_weights: np.ndarray, result: PointwiseLoo,
