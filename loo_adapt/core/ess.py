@@ -401,16 +401,18 @@ def ess_bulk(x) -> float:
 
     Parameters
     ----------
-    x : (chains, draws) array.
+    x : (chains, draws) array of one scalar quantity.
 
     Returns
     -------
     float
+        The bulk ESS; about ``chains * draws`` for independent draws, less for
+        autocorrelated chains.
 
     Examples
     --------
-    >>> x = np.random.default_rng(0).normal(size=(4, 500))
-    >>> bool(1500 < ess_bulk(x) < 2500)
+    >>> iid = np.random.default_rng(0).normal(size=(4, 500))
+    >>> bool(1500 < ess_bulk(iid) < 2500)
     True
     """
     x = np.asarray(x, dtype=np.float64)

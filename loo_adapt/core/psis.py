@@ -756,7 +756,6 @@ def psislw(log_ratios, r_eff=1.0, normalize: bool = True):
 
     Examples
     --------
-    >>> import numpy as np
     >>> lr = np.random.default_rng(0).standard_t(3, size=(4000, 2))
     >>> lw, k = psislw(lr)
     >>> lw.shape, k.shape
@@ -806,7 +805,6 @@ def psis_n_eff(log_weights, r_eff=1.0) -> np.ndarray:
 
     Examples
     --------
-    >>> import numpy as np
     >>> round(float(psis_n_eff(np.zeros(1000))), 6)
     1000.0
     """
@@ -946,7 +944,6 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal",
 
     Examples
     --------
-    >>> import numpy as np
     >>> ll = np.random.default_rng(1).normal(-1.0, 0.3, size=(4, 500, 20))
     >>> res = loo_pointwise(ll, weights=False)
     >>> res.elpd_i.shape, res.log_weights is None
@@ -1053,7 +1050,6 @@ def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
 
     Examples
     --------
-    >>> import numpy as np
     >>> rng = np.random.default_rng(2)
     >>> res = loo_pointwise_approximate(rng.normal(-1, 0.2, (1000, 5)),
     ...                                 rng.normal(0, 0.1, 1000))

@@ -167,17 +167,9 @@ def mixis_loo(log_lik):
             for c in range(chains)
         ]
         mcse_total = max(mcse_total, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
-    return MixISResult(
-        elpd_i=elpd,
-        lpd_i=lpd,
-        p_loo_i=lpd - elpd,
-        mcse_elpd_i=mcse,
-        ess=ess_kish,
-        ess_mcse=ess_z,
-        log_weights=log_w,
-        n_samples=S,
-        mcse_total=mcse_total,
-    )
+    return MixISResult(elpd_i=elpd, lpd_i=lpd, p_loo_i=lpd - elpd, mcse_elpd_i=mcse,
+                       ess=ess_kish, ess_mcse=ess_z, log_weights=log_w, n_samples=S,
+                       mcse_total=mcse_total)
 
 
 def mixis_loo_prob(log_lik, log_p1):

@@ -144,7 +144,6 @@ def read_draws(
 
     Examples
     --------
-    >>> import numpy as np
     >>> d = read_draws({"y": np.zeros((2, 50, 3)), "mu": np.zeros((2, 50))},
     ...                method="mcmc", var_name="y")
     >>> d.log_lik_name(), d.log_lik().shape

@@ -145,7 +145,6 @@ def read_dict(
 
     Examples
     --------
-    >>> import numpy as np
     >>> read_dict({"log_lik": np.zeros((2, 5, 3))}, method="mcmc").shape
     (2, 5)
     """
@@ -170,14 +169,8 @@ def read_dict(
         raise KeyError(f"variable(s) {sorted(wanted - set(variables))} not in the dict "
                        f"(keys: {sorted(map(str, data))})")
     p_arr, q_arr = resolve_densities(found, stats, source, log_p, log_q)
-    return Draws(
-        variables=variables,
-        method=found,
-        log_p=p_arr,
-        log_q=q_arr,
-        sample_stats=stats,
-        source=source,
-    )
+    return Draws(variables=variables, method=found, log_p=p_arr, log_q=q_arr,
+                 sample_stats=stats, source=source)
 
 
 def as_log_lik(array, what: str) -> np.ndarray:
@@ -208,7 +201,6 @@ def read_array(log_lik, method: str | None = None, *, log_p=None, log_q=None) ->
 
     Examples
     --------
-    >>> import numpy as np
     >>> read_array(np.zeros((100, 4))).shape
     (1, 100)
     """

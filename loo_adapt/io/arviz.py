@@ -194,16 +194,9 @@ def read_inference_data(
         variables = {k: v[:, 1:] for k, v in variables.items()}
         stats = {k: v[:, 1:] for k, v in stats.items()}
         p_arr, q_arr = p_arr[:, 1:], q_arr[:, 1:]
-    return Draws(
-        variables=variables,
-        method=found,
-        log_p=p_arr,
-        log_q=q_arr,
-        sample_stats=stats,
-        source=source,
-        log_lik_names=tuple(log_lik),
-        config=pick_config(attrs),
-    )
+    return Draws(variables=variables, method=found, log_p=p_arr, log_q=q_arr,
+                 sample_stats=stats, source=source, log_lik_names=tuple(log_lik),
+                 config=pick_config(attrs))
 
 
 def _has_mean_row(stats: Mapping[str, np.ndarray]) -> bool:

@@ -322,15 +322,8 @@ def assemble(
     log_p = log_q = None
     if method in DENSITY_COLUMNS:
         log_p, log_q = densities_from_stats(sample_stats, method, source)
-    return Draws(
-        variables=variables,
-        method=method,
-        log_p=log_p,
-        log_q=log_q,
-        sample_stats=sample_stats,
-        source=source,
-        config=pick_config(config or {}),
-    )
+    return Draws(variables=variables, method=method, log_p=log_p, log_q=log_q,
+                 sample_stats=sample_stats, source=source, config=pick_config(config or {}))
 
 
 def read_columns(names, values, *, method: str = "mcmc", source: str = "columns") -> Draws:
@@ -351,7 +344,6 @@ def read_columns(names, values, *, method: str = "mcmc", source: str = "columns"
 
     Examples
     --------
-    >>> import numpy as np
     >>> d = read_columns(["lp__", "b[1]", "b[2]"], np.zeros((1, 5, 3)))
     >>> d["b"].shape
     (1, 5, 2)
