@@ -97,6 +97,7 @@ __all__ = [
     "psis_n_eff",
     "psis_tail_length",
     "psislw",
+    "pareto_khat",
 ]
 
 #: Below this many draws a warning says the Pareto k diagnostic is unreliable.  With S < 25
@@ -761,18 +762,49 @@ def psislw(log_ratios, r_eff=1.0, normalize: bool = True):
     >>> lw.shape, k.shape
     ((4000, 2), (2,))
     """
+    out_lw, khat = _psis_checked(log_ratios, r_eff, normalize, True)
+    if np.ndim(log_ratios) == 1:
+        return out_lw[:, 0], float(khat[0])
+    return out_lw, khat
+
+
+def pareto_khat(log_ratios, r_eff=1.0):
+    """The Pareto k-hat of `psislw` alone: the same kernel, checks and warnings, with no
+    smoothed weights written (no S x n output, no exp per draw).
+
+    Parameters
+    ----------
+    log_ratios : array (S,) or (S, n), as for `psislw`.
+    r_eff : float or array (n,), as for `psislw`.
+
+    Returns
+    -------
+    khat : float (1-D input) or array (n,), equal to ``psislw(log_ratios, r_eff)[1]``.
+
+    Examples
+    --------
+    >>> lr = np.random.default_rng(0).standard_t(3, size=(4000, 2))
+    >>> bool(np.all(pareto_khat(lr) == psislw(lr)[1]))
+    True
+    """
+    _, khat = _psis_checked(log_ratios, r_eff, False, False)
+    return float(khat[0]) if np.ndim(log_ratios) == 1 else khat
+
+
+def _psis_checked(log_ratios, r_eff, normalize, write):
+    """`psislw`'s input checks, the kernel, its errors and warnings (stacklevel: the caller
+    of `psislw` / `pareto_khat`).  Returns (log weights (S, n) or None, khat (n,))."""
     lr = _as_matrix(log_ratios, "log_ratios")
-    one_d = np.ndim(log_ratios) == 1
     n_draws, n_obs = lr.shape
     if n_draws < 2:
         raise ValueError(f"log_ratios must have at least 2 draws, got {n_draws}")
     if n_draws < MIN_DRAWS:
         warnings.warn(
             f"only {n_draws} draws: the Pareto k diagnostic is unreliable below {MIN_DRAWS}",
-            stacklevel=2,
+            stacklevel=3,
         )
     r = _prepare_r_eff(r_eff, n_obs)
-    out_lw, khat, status, _, _, _ = _run(lr, None, False, r, normalize, True)
+    out_lw, khat, status, _, _, _ = _run(lr, None, False, r, normalize, write)
     bad = np.flatnonzero(status == _BAD)
     if bad.size:
         raise ValueError(
@@ -784,9 +816,7 @@ def psislw(log_ratios, r_eff=1.0, normalize: bool = True):
         raise ValueError(
             "log_ratios are -inf for every draw in column(s) " + _columns(all_neg_inf)
         )
-    _warn_status(status, 2)
-    if one_d:
-        return out_lw[:, 0], float(khat[0])
+    _warn_status(status, 3)
     return out_lw, khat
 
 

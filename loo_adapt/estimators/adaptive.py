@@ -256,25 +256,13 @@ def _snis_columns(lw, ll, prob1, r_eff):
     return out
 
 
-def _khat(log_ratio, r_eff):
-    """`psislw`'s k-hats (C,) of the finite (S, C) or (S,) ``log_ratio`` (candidate columns
-    are finite by construction) without its smoothed, normalised log weights: the same
-    fused kernel with ``normalize`` and ``write`` off (no exp per draw, no (S, C) output);
-    the same warnings for tails that cannot be fitted."""
-    lr = psis._as_matrix(log_ratio, "log_ratios")
-    r = psis._prepare_r_eff(r_eff, lr.shape[1])
-    _, k, status, _, _, _ = psis._run(lr, None, False, r, False, False)
-    psis._warn_status(status, 3)
-    return k
-
-
 def _estimates(log_ratio, ll_i, prob1, r_eff, rows=None, khat_only=False):
     """PSIS estimates for every candidate column at once: elpd, prob, khat, mcse (each (C,));
     with ``khat_only`` just the k-hats."""
     if rows is not None:
         log_ratio = log_ratio[rows]
     if khat_only:
-        return _khat(log_ratio, r_eff)
+        return np.atleast_1d(psis.pareto_khat(log_ratio, r_eff))
     lw, k = psislw(log_ratio, r_eff=r_eff)
     k = np.asarray(k, dtype=float)
     if rows is not None:

@@ -7,7 +7,6 @@ import pytest
 
 from loo_adapt.estimators.adaptive import (
     _TAYLOR_MAX,
-    _khat,
     _loglik_rowsum_and_column,
     _loglik_steps,
     _logsig_at,
@@ -145,7 +144,8 @@ def test_stack_columns_is_column_stack():
 
 @pytest.mark.parametrize("engine", ["numpy", "numba"])
 def test_khat_is_psislw_khat(engine, monkeypatch):
-    """The k-hat-only PSIS call against `psislw` (smoothing and normalising the weights)."""
+    """The k-hat-only PSIS call (`pareto_khat`, what the adaptive halves use) against
+    `psislw` (smoothing and normalising the weights)."""
     import loo_adapt.core.psis as core_psis
 
     monkeypatch.setattr(core_psis, "_engine", lambda *_: engine)
@@ -153,6 +153,8 @@ def test_khat_is_psislw_khat(engine, monkeypatch):
     lr = rng.standard_t(2.5, size=(1000, 70)) * np.linspace(0.3, 3.0, 70)
     r_eff = rng.uniform(0.5, 1.0, 70)
     _, ref = core_psis.psislw(lr, r_eff=r_eff)
-    np.testing.assert_array_equal(_khat(lr, r_eff), ref)
+    np.testing.assert_array_equal(core_psis.pareto_khat(lr, r_eff), ref)
     half = np.sort(rng.permutation(1000)[:500])
-    np.testing.assert_array_equal(_khat(lr[half], 0.8), core_psis.psislw(lr[half], 0.8)[1])
+    np.testing.assert_array_equal(core_psis.pareto_khat(lr[half], 0.8),
+                                  core_psis.psislw(lr[half], 0.8)[1])
+    assert core_psis.pareto_khat(lr[:, 3]) == core_psis.psislw(lr[:, 3])[1]
