@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_run import one_line as _one_line
+from cli_run import run_cli as _run
 from small_disk import small_disk  # noqa: F401 (a fixture)
 
 import loo_adapt
@@ -21,19 +23,6 @@ SAMPLE = DATA / "logistic_normal" / "sample"
 DATA_JSON = DATA / "logistic_normal.data.json"
 TRUTH = DATA / "truth" / "logistic_normal.csv"
 CHAIN = sorted(SAMPLE.glob("*.csv"))[0]
-
-
-def _run(capsys, *args):
-    rc = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
-
-
-def _one_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def _evaluate(csv, out, *extra):

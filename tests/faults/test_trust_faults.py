@@ -10,26 +10,15 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from cli_run import one_line as _one_line
+from cli_run import run_cli as _run
 
 import loo_adapt
-from loo_adapt.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cmdstan"
 SAMPLE = DATA / "logistic_normal" / "sample"
 RHS = DATA / "rhs_logistic" / "sample"
 DATA_JSON = DATA / "logistic_normal.data.json"
-
-
-def _run(capsys, *args):
-    rc = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
-
-
-def _one_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def test_prior_in_the_data_json_wrong_for_the_draws(capsys, tmp_path):
