@@ -55,11 +55,11 @@ def print_stages(prof):
 def compile_psis_kernels(n_draws):
     """Compile (or load from numba's cache) the PSIS kernels of `loo_adapt.core.psis`.
 
-    `psislw` runs its numpy twin while the numba kernel is neither compiled nor cached
-    (the cold-start rule of `loo_adapt.core._compiled`), and below its cell limit nothing in
-    the adaptive path ever compiles it: without this the "steady state" would time the
-    numpy PSIS (~3 s more on ovarian) in a fresh checkout.  Returns the seconds it took
-    (~20 s the first time, ~0 once cached)."""
+    `psislw` runs its numpy twin until the numba kernel is compiled or cached, or the numpy
+    runs of the process exceed the cell budget (`loo_adapt.core._compiled.use_numba`); the
+    adaptive path's small calls reach that budget only part-way through a run, so without
+    this the timed runs of a fresh checkout would mix numpy PSIS and the compilation into the
+    "steady state".  Returns the seconds it took (~20 s the first time, ~0 once cached)."""
     from loo_adapt.core import psis
 
     t0 = time.perf_counter()
