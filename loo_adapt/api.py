@@ -10,7 +10,7 @@ import numpy as np
 from loo_adapt.draws import Draws
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.base import Context, Stage, run_stages
-from loo_adapt.estimators.mixis import MixIS
+from loo_adapt.estimators.mixis import POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
 from loo_adapt.estimators.refit import Refit
@@ -45,7 +45,7 @@ def _as_draws(data, method=None, var_names=None) -> Draws:
 def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
                 fallback=(), transforms=DEFAULT_TRANSFORMS, rho=None, selection="split",
                 certify=True, jacobian="exact", mixis_max_mcse=0.1, refit_kwargs=None,
-                adapt=None) -> list[Stage]:
+                adapt=None, mixis_pool_khat=POOL_KHAT) -> list[Stage]:
     """The stages `loo` folds over, after plain PSIS.
 
     ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
@@ -79,10 +79,11 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     adaptive = AdaptiveIS(transforms=tuple(transforms), rho=None if rho is None else tuple(
         np.atleast_1d(rho)), selection=selection, jacobian=jacobian, certify=certify)
     refit_opts = dict(refit_kwargs or {})
+    mixis = MixIS(max_mcse=mixis_max_mcse, pool_khat=mixis_pool_khat)
     make = {
         "adaptive": lambda: Stage(adaptive),
         "mm": lambda: Stage(MomentMatch()),
-        "mixis": lambda: Stage(MixIS(max_mcse=mixis_max_mcse)),
+        "mixis": lambda: Stage(mixis),
         "refit": lambda: Stage(Refit(options=refit_opts)),
     }
     stages = []
@@ -91,7 +92,7 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
             raise ValueError("estimator='adaptive' needs model= (a loo_adapt.models family)")
         stages.append(make["adaptive"]())
     elif estimator == "mixis":
-        stages.append(Stage(MixIS(max_mcse=mixis_max_mcse), rows="all", accept="all"))
+        stages.append(Stage(mixis, rows="all", accept="all"))
     for name in fallback:
         if name == "adaptive" and estimator == "adaptive":
             continue
@@ -121,6 +122,7 @@ def loo(
     khat_threshold: float | None = None,
     seed=None,
     mixis_max_mcse: float = 0.1,
+    mixis_pool_khat: float | None = POOL_KHAT,
     refit_kwargs: dict | None = None,
     y=None,
     r_eff=None,
@@ -160,6 +162,10 @@ def loo(
     khat_threshold : in (0, 1]; default min(1 - 1/log10 S, 0.7).
     seed : seeds every random choice (split halves, mixture fit, refits).
     mixis_max_mcse : a MixIS row is reliable when its MCSE is at most this.
+    mixis_pool_khat : MixIS rows whose plain-PSIS k-hat is below this (default 1/2, where
+        PSIS's Monte Carlo error can be trusted) are pooled with PSIS by inverse variance
+        (two independent samples, `loo_adapt.core.pool`; method "mixis+psis"); None keeps
+        MixIS alone.
     refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
         n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
@@ -202,13 +208,14 @@ def loo(
             raise ValueError("give reff= or r_eff=, not both")
         reff = r_eff
     _check_options(khat_threshold=khat_threshold, seed=seed, transforms=transforms,
-                   mixis_max_mcse=mixis_max_mcse, refit_kwargs=refit_kwargs)
+                   mixis_max_mcse=mixis_max_mcse, refit_kwargs=refit_kwargs,
+                   mixis_pool_khat=mixis_pool_khat)
     scale = _resolve_scale(scale)
     stages = plan_stages(
         estimator=estimator, model=model, program=program, mixis_draws=mixis_draws,
         fallback=fallback, transforms=transforms, rho=rho, selection=selection,
         certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
-        refit_kwargs=refit_kwargs, adapt=adapt,
+        refit_kwargs=refit_kwargs, adapt=adapt, mixis_pool_khat=mixis_pool_khat,
     )
     # plain PSIS needs only the log-likelihood columns (and the approximation's densities,
     # which the readers always keep); a model family reads its parameters too
@@ -262,7 +269,8 @@ def _is_number(value) -> bool:
         value, (bool, np.bool_))
 
 
-def _check_options(*, khat_threshold, seed, transforms, mixis_max_mcse, refit_kwargs) -> None:
+def _check_options(*, khat_threshold, seed, transforms, mixis_max_mcse, refit_kwargs,
+                   mixis_pool_khat=None) -> None:
     """One-line errors for options of the wrong type or range, before any work is done."""
     if khat_threshold is not None and not (_is_number(khat_threshold)
                                            and 0 < float(khat_threshold) <= 1):
@@ -275,6 +283,10 @@ def _check_options(*, khat_threshold, seed, transforms, mixis_max_mcse, refit_kw
                         f", got the string {transforms!r}")
     if not (_is_number(mixis_max_mcse) and float(mixis_max_mcse) > 0):
         raise ValueError(f"mixis_max_mcse must be a positive number, got {mixis_max_mcse!r}")
+    if mixis_pool_khat is not None and not (_is_number(mixis_pool_khat)
+                                            and 0 < float(mixis_pool_khat) <= 0.7):
+        raise ValueError(f"mixis_pool_khat must be a number in (0, 0.7] (PSIS's MCSE is not "
+                         f"trustworthy above) or None, got {mixis_pool_khat!r}")
     if refit_kwargs is not None and not isinstance(refit_kwargs, dict):
         raise TypeError(f"refit_kwargs must be a dict, got {type(refit_kwargs).__name__}")
     for key in ("max_seconds", "timeout"):

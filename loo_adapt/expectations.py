@@ -172,7 +172,7 @@ def _one_row(x, lw, kind, probs):
 
 
 def e_loo_rows(values, log_weights, kind: str = "mean", probs=None, *, log_ratios=None,
-               r_eff=1.0):
+               r_eff=1.0, split=None):
     """LOO expectations of draws ``values`` under per-row normalised weights (R ``E_loo``).
 
     Parameters
@@ -183,6 +183,10 @@ def e_loo_rows(values, log_weights, kind: str = "mean", probs=None, *, log_ratio
     probs : quantile levels for ``kind="quantile"``.
     log_ratios : raw log ratios for the k-hat (default: ``log_weights``, as arviz does).
     r_eff : scalar or (n,) relative efficiency (tail length of the k-hat).
+    split : None, or (n,) ints: a row with ``split[i] = m > 0`` pools two independent
+        samples (its first m draws and the rest; `loo_adapt.core.pool`), and its k-hat is
+        the larger of the two samples' k-hats (the pooled estimate is as reliable as its
+        worse part; one k-hat of the concatenation would fit a tail made of two samples).
 
     Returns
     -------
@@ -203,6 +207,8 @@ def e_loo_rows(values, log_weights, kind: str = "mean", probs=None, *, log_ratio
     if len(cols_w) != n or len(cols_r) != n:
         raise ValueError("values, log_weights and log_ratios must have the same observations")
     r_eff = np.broadcast_to(np.asarray(r_eff, dtype=float), (n,))
+    split = np.zeros(n, dtype=np.int64) if split is None else np.broadcast_to(
+        np.asarray(split, dtype=np.int64), (n,))
     out = np.full((n, len(probs)) if probs is not None else n, np.nan)
     khat = np.full(n, np.nan)
     for i in range(n):
@@ -214,7 +220,12 @@ def e_loo_rows(values, log_weights, kind: str = "mean", probs=None, *, log_ratio
         if np.isnan(lw).all():
             continue
         out[i] = _one_row(x, lw, kind, probs)
-        khat[i] = e_loo_khat(x, lr, kind, r_eff[i])
+        m = int(split[i])
+        if 0 < m < x.size:
+            khat[i] = max(e_loo_khat(x[:m], lr[:m], kind, r_eff[i]),
+                          e_loo_khat(x[m:], lr[m:], kind, r_eff[i]))
+        else:
+            khat[i] = e_loo_khat(x, lr, kind, r_eff[i])
     return out, khat
 
 
@@ -289,6 +300,9 @@ _FIX = {
     "mixture": ("{m}: its weights are on the mixture draws: pass the name of a variable in "
                 "both the posterior and the mixture draws (e.g. y_rep='y_rep', draws=fit) or "
                 "row_draws={{{i}: (values_i, log_weights_i)}}"),
+    "pooled": ("{m}: its weights are on the posterior and the mixture draws: pass the name "
+               "of a variable in both (e.g. y_rep='y_rep', draws=fit) or "
+               "row_draws={{{i}: (values_i, log_weights_i)}}"),
     "refit": ("{m}: only the held-out log-likelihood of the refit is kept: pass "
               "row_draws={{{i}: (values_i, log_weights_i)}}"),
     None: ("{m}: no weights on the posterior draws (its draws are its own); pass "
@@ -306,8 +320,9 @@ class _Rows:
     r_eff: np.ndarray
     method: np.ndarray
     reason: np.ndarray
-    bernoulli: dict  # row -> RowDraws whose p1 gives the row's Bernoulli predictive
+    bernoulli: dict  # row -> (log_weights, p1) giving the row's Bernoulli predictive
     n_draws: int  # S of the posterior draws
+    split: np.ndarray  # pooled rows: the number of leading posterior draws, else 0
 
 
 def _prepare(result, log_weights, values, row_draws, *, draws=None, binary=False):
@@ -350,7 +365,8 @@ def _prepare(result, log_weights, values, row_draws, *, draws=None, binary=False
     reason = np.full(n, "", dtype=object)
     row_draws = dict(row_draws or {})
     nan = np.full(1, np.nan)
-    out = _Rows([nan] * n, [nan] * n, [nan] * n, r_eff, method, reason, {}, s)
+    out = _Rows([nan] * n, [nan] * n, [nan] * n, r_eff, method, reason, {}, s,
+                np.zeros(n, dtype=np.int64))
     for i in range(n):
         rec = records[i]
         if i in row_draws:
@@ -364,17 +380,23 @@ def _prepare(result, log_weights, values, row_draws, *, draws=None, binary=False
                 continue
             out.values[i], out.log_weights[i], out.log_ratios[i] = x[:, i], lw[:, i], None
         elif (rec is not None and name is not None and rec.draws is not None
-              and name in rec.draws.variables):
+              and name in rec.draws.variables and (rec.posterior is None or x is not None)):
             own = rec.draws.flat(name).reshape(rec.log_weights.size, -1)[:, rec.column]
+            if rec.posterior is not None:  # pooled: the posterior draws, then the mixture's
+                own = np.concatenate([x[:, i], own])
             out.values[i] = own
-            out.log_weights[i] = out.log_ratios[i] = rec.log_weights
+            out.log_weights[i] = out.log_ratios[i] = rec.all_weights()[0]
         elif rec is not None and rec.p1 is not None and binary:
-            out.bernoulli[i] = rec
-            out.log_weights[i] = out.log_ratios[i] = rec.log_weights
-            out.values[i] = np.asarray(rec.p1, dtype=float)
+            lw_i, p1_i = rec.all_weights()
+            out.bernoulli[i] = (lw_i, p1_i)
+            out.log_weights[i] = out.log_ratios[i] = lw_i
+            out.values[i] = np.asarray(p1_i, dtype=float)
         else:
             reason[i] = _FIX[None if rec is None else rec.source].format(m=method[i], i=i)
-        if i not in row_draws and rec is not None and rec.source in ("mixture", "refit"):
+        if i not in row_draws and rec is not None and rec.posterior is not None:
+            out.split[i] = rec.posterior.log_weights.size
+        if (i not in row_draws and rec is not None
+                and rec.source in ("mixture", "refit", "pooled")):
             r_eff[i] = 1.0  # tail length of the k-hat: the record's draws, not the posterior's
     return out
 
@@ -454,9 +476,9 @@ def loo_expectations(result, values, *, kind: str = "mean", probs=None, log_weig
     cols_r = [r if r is not None else w if lr is None else lr[:, i]
               for i, (r, w) in enumerate(zip(rows.log_ratios, rows.log_weights))]
     value, khat = e_loo_rows(rows.values, rows.log_weights, kind, probs, log_ratios=cols_r,
-                             r_eff=rows.r_eff)
-    for i, rec in rows.bernoulli.items():
-        p = float(np.sum(np.exp(rec.log_weights) * rec.p1))
+                             r_eff=rows.r_eff, split=rows.split)
+    for i, (lw_i, p1_i) in rows.bernoulli.items():
+        p = float(np.sum(np.exp(lw_i) * p1_i))
         value[i] = _bernoulli_expectation(min(max(p, 0.0), 1.0), kind, probs)
     return LooExpectation(value=value, pareto_k=khat, method=rows.method, reason=rows.reason,
                           kind=kind, probs=probs)
@@ -512,13 +534,14 @@ def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None, dr
         raise ValueError(f"y has {y.size} observations, y_rep {len(rows.values)}")
     cols_y, cols_w = list(rows.values), list(rows.log_weights)
     ind = [(c <= yy).astype(float) for c, yy in zip(cols_y, y)]
-    for i, rec in rows.bernoulli.items():
+    for i, (lw_i, p1_i) in rows.bernoulli.items():
         # the Bernoulli predictive as two weighted points: the same randomisation as draws
-        p = min(max(float(np.sum(np.exp(rec.log_weights) * rec.p1)), 0.0), 1.0)
-        ind[i] = np.asarray(rec.p1, dtype=float)
+        p = min(max(float(np.sum(np.exp(lw_i) * p1_i)), 0.0), 1.0)
+        ind[i] = np.asarray(p1_i, dtype=float)
         with np.errstate(divide="ignore"):
             cols_y[i], cols_w[i] = np.array([0.0, 1.0]), np.log([1.0 - p, p])
     pit = pit_rows(y, cols_y, cols_w, seed=seed)
     lr = [w if r is None else r for r, w in zip(rows.log_ratios, rows.log_weights)]
-    _, khat = e_loo_rows(ind, rows.log_weights, "mean", log_ratios=lr, r_eff=rows.r_eff)
+    _, khat = e_loo_rows(ind, rows.log_weights, "mean", log_ratios=lr, r_eff=rows.r_eff,
+                         split=rows.split)
     return LooPit(pit=pit, pareto_k=khat, method=rows.method, reason=rows.reason)

@@ -15,7 +15,7 @@ import numpy as np
 from loo_adapt.core._names import add_deprecated_aliases
 
 #: Names used in ``PointwiseLoo.method`` for the estimator that produced an observation.
-ESTIMATORS = ("psis", "kl", "var", "ll", "mm1", "mm2", "mm", "mixis", "refit")
+ESTIMATORS = ("psis", "kl", "var", "ll", "mm1", "mm2", "mm", "mixis", "mixis+psis", "refit")
 
 
 @add_deprecated_aliases
@@ -37,7 +37,7 @@ class PointwiseLoo:
     pareto_k_after : k-hat of the estimator finally used (equal to ``pareto_k`` for PSIS; for a
         selected transform it is computed on draws that did not select it when
         ``selection="split"``; NaN for refits and MixIS, whose own diagnostic is in
-        ``diagnostic``).
+        ``diagnostic``; PSIS's k-hat for MixIS pooled with PSIS, "mixis+psis").
     method : name of the estimator per observation (one of ``ESTIMATORS``).
     rho : step-size parameter of the chosen transform (NaN when none).
     loo_prob : LOO predictive probability P(y_i = 1 | y_-i) for binary outcomes (NaN otherwise).

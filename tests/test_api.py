@@ -103,11 +103,18 @@ def test_estimator_mixis_through_loo_against_closed_form():
     def ll(mu):
         return stats.norm.logpdf(y, mu[..., None], 1.0)
 
-    res = loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"), estimator="mixis",
-                        mixis_draws=read_dict({"log_lik": ll(mu_mix)}, method="mcmc")).loo_adapt
-    assert set(res.method) == {"mixis"} and res.reliable.all()
-    assert set(res.verified_by) == {"mixis_mcse"}
-    np.testing.assert_array_less(np.abs(res.elpd_i - truth), 4 * res.mcse_elpd_i + 1e-3)
+    for pool in (None, 0.5):
+        res = loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"),
+                            estimator="mixis", mixis_pool_khat=pool,
+                            mixis_draws=read_dict({"log_lik": ll(mu_mix)}, method="mcmc"),
+                            ).loo_adapt
+        # pooled with PSIS exactly where PSIS's k-hat is below 1/2
+        k = loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc")).loo_adapt.pareto_k
+        expect = np.where(k < 0.5, "mixis+psis", "mixis") if pool else np.full(len(y), "mixis")
+        np.testing.assert_array_equal(res.method.astype(str), expect)
+        assert res.reliable.all() and set(res.verified_by) == {"mixis_mcse"}
+        np.testing.assert_array_less(np.abs(res.elpd_i - truth), 4 * res.mcse_elpd_i + 1e-3)
+    assert (k < 0.5).any()
     # posterior draws passed as mixture draws are refused
     with pytest.raises(ValueError, match="mixture posterior"):
         loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"), estimator="mixis",

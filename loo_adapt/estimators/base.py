@@ -44,16 +44,21 @@ class RowDraws:
     Attributes
     ----------
     source : "posterior" (the posterior draws), "mixture" (draws of the mixture posterior,
-        MixIS), "transformed" (posterior draws moved by adaptive IS or moment matching) or
-        "refit" (draws of the fit without the row).
+        MixIS), "transformed" (posterior draws moved by adaptive IS or moment matching),
+        "refit" (draws of the fit without the row) or "pooled" (MixIS pooled with PSIS:
+        the mixture draws here and the posterior draws in ``posterior``).
     log_weights : (S_r,) normalised log weights (logsumexp 0) of those draws.
     p1 : (S_r,) P(y_i = 1 | theta_s) at those draws for a binary outcome, else None.
     draws : the `loo_adapt.draws.Draws` the weights refer to when they are whole draws of a
         fit (MixIS: the mixture fit, shared by every row), else None.
     column : the row's observation index in ``draws`` (-1 without ``draws``).
+    posterior : a pooled row's record on the posterior draws (PSIS weights), else None.
+    posterior_share : the weight of ``posterior`` in the pooled estimate (the rest is on
+        ``log_weights``); see `loo_adapt.core.pool`.
 
     The arrays may be read-only views of a matrix shared by many rows (MixIS: one (S, n)
-    weight matrix for all of them), never copies of it.
+    weight matrix for all of them), never copies of it; `all_weights` concatenates a pooled
+    row's two parts when asked.
 
     Examples
     --------
@@ -67,15 +72,52 @@ class RowDraws:
     p1: np.ndarray | None = None
     draws: Any = None
     column: int = -1
+    posterior: RowDraws | None = None
+    posterior_share: float = 0.0
 
     def __post_init__(self):
-        if self.source not in ("posterior", "mixture", "transformed", "refit"):
-            raise ValueError(f"RowDraws.source must be posterior, mixture, transformed or "
-                             f"refit, got {self.source!r}")
+        if self.source not in ("posterior", "mixture", "transformed", "refit", "pooled"):
+            raise ValueError(f"RowDraws.source must be posterior, mixture, transformed, "
+                             f"refit or pooled, got {self.source!r}")
         lw = np.asarray(self.log_weights, dtype=float)
         if lw.ndim != 1 or (self.p1 is not None and np.shape(self.p1) != lw.shape):
             raise ValueError(f"log_weights {lw.shape} must be 1-D and p1 "
                              f"{np.shape(self.p1)} the same shape")
+        if (self.source == "pooled") != (self.posterior is not None):
+            raise ValueError("a pooled RowDraws (and only one) has a posterior part")
+        if self.posterior is not None and not (
+                0.0 <= self.posterior_share <= 1.0
+                and (self.p1 is None) == (self.posterior.p1 is None)):
+            raise ValueError("posterior_share must be in [0, 1] and both parts have p1 "
+                             "or neither")
+
+    def all_weights(self):
+        """(log_weights, p1) over every draw behind the row: a pooled row's posterior draws
+        (weighted by ``posterior_share``) followed by its mixture draws; the record's own
+        arrays otherwise.
+
+        Returns
+        -------
+        log_weights : (S,) normalised log weights.
+        p1 : (S,) P(y_i = 1 | theta_s), or None.
+
+        Examples
+        --------
+        >>> post = RowDraws("posterior", np.log([0.5, 0.5]), p1=np.array([0.2, 0.4]))
+        >>> rec = RowDraws("pooled", np.log([1.0]), p1=np.array([0.9]), posterior=post,
+        ...                posterior_share=0.25)
+        >>> lw, p1 = rec.all_weights()
+        >>> round(float(np.sum(np.exp(lw) * p1)), 12)  # 0.25 * 0.3 + 0.75 * 0.9
+        0.75
+        """
+        if self.posterior is None:
+            return self.log_weights, self.p1
+        w = self.posterior_share
+        with np.errstate(divide="ignore"):
+            lw = np.concatenate([np.log(w) + self.posterior.log_weights,
+                                 np.log1p(-w) + np.asarray(self.log_weights, dtype=float)])
+        p1 = None if self.p1 is None else np.concatenate([self.posterior.p1, self.p1])
+        return lw, p1
 
 
 @add_deprecated_aliases

@@ -62,6 +62,10 @@ class MixISResult:
     ess_mcse : effective sample size (with the chains' autocorrelation) behind mcse_elpd_loo.
     log_weights : (S, n) log weights, normalised per observation (logsumexp over draws = 0).
     n_samples : number of mixture draws S.
+    mcse_total : Monte Carlo SE of the sum of elpd_i (`mcse_of_sum` with unit weights).
+    influence : (chains, draws, n) delta-method influence values of each elpd_i (their
+        draw-to-draw correlation across observations is what `mcse_of_sum` accounts for).
+    elpd_chain_i : (chains, n) elpd_i of each chain alone.
     """
 
     elpd_i: np.ndarray
@@ -73,6 +77,41 @@ class MixISResult:
     log_weights: np.ndarray
     n_samples: int
     mcse_total: float = float("nan")
+    influence: np.ndarray | None = None
+    elpd_chain_i: np.ndarray | None = None
+
+    def mcse_of_sum(self, weights) -> float:
+        """Monte Carlo SE of ``sum_i weights_i * elpd_i``.
+
+        The pointwise errors share the draws and are strongly correlated (a chain that
+        over-weights a mode shifts every observation), so the SE comes from the influence
+        values of the weighted sum (with their autocorrelation), not from adding pointwise
+        MCSEs in quadrature; with four or more chains the spread of the per-chain weighted
+        sums is a second, mode-sensitive estimate and the larger of the two is returned.
+
+        Parameters
+        ----------
+        weights : (n,) weights of the observations (0 leaves one out of the sum).
+
+        Returns
+        -------
+        float
+        """
+        c = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if self.influence is None or c.size != self.influence.shape[-1]:
+            raise ValueError(f"mcse_of_sum needs {len(self.elpd_i)} weights and the "
+                             "influence values of mixis_loo")
+        chains, draws, _ = self.influence.shape
+        z = self.influence @ c  # (chains, draws)
+        var = float(z.var(ddof=1))
+        if var <= 0:
+            return 0.0
+        ess = float(ess_mean(z[..., None])[0]) if draws >= 4 else float(chains * draws)
+        mcse = float(np.sqrt(var / ess))
+        if chains >= 4:
+            per_chain = self.elpd_chain_i @ c
+            mcse = max(mcse, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
+        return mcse
 
 
 def _as_draws(log_lik, name="log_lik"):
@@ -153,23 +192,14 @@ def mixis_loo(log_lik):
         ess_z = np.full(n, float(S))
     ess_z = np.where(var_z > 0, ess_z, float(S))
     mcse = np.sqrt(var_z / ess_z)
-    # The pointwise errors share the draws and are strongly correlated (a chain that
-    # over-weights a mode shifts every observation), so the total's MCSE comes from the
-    # influence values of the sum, not from adding pointwise MCSEs in quadrature; with
-    # several chains the spread of per-chain totals is a second, mode-sensitive estimate.
-    z_total = z.sum(axis=1)
-    var_total = z_total.var(ddof=1)
-    ess_total = ess_mean(z_total.reshape(chains, draws, 1))[0] if draws >= 4 else float(S)
-    mcse_total = float(np.sqrt(var_total / ess_total)) if var_total > 0 else 0.0
-    if chains >= 4:
-        per_chain = [
-            float(np.sum(logsumexp(neg_lse[c]) - logsumexp(log_ratio[c], axis=0)))
-            for c in range(chains)
-        ]
-        mcse_total = max(mcse_total, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
-    return MixISResult(elpd_i=elpd, lpd_i=lpd, p_loo_i=lpd - elpd, mcse_elpd_i=mcse,
-                       ess=ess_kish, ess_mcse=ess_z, log_weights=log_w, n_samples=S,
-                       mcse_total=mcse_total)
+    elpd_chain = (logsumexp(neg_lse, axis=1)[:, None] - logsumexp(log_ratio, axis=1)
+                  if chains >= 4 else None)
+    out = MixISResult(elpd_i=elpd, lpd_i=lpd, p_loo_i=lpd - elpd, mcse_elpd_i=mcse,
+                      ess=ess_kish, ess_mcse=ess_z, log_weights=log_w, n_samples=S,
+                      influence=z.reshape(chains, draws, n), elpd_chain_i=elpd_chain)
+    out.mcse_total = out.mcse_of_sum(np.ones(n))
+    return out
+
 
 
 def mixis_loo_prob(log_lik, log_p1):
@@ -261,6 +291,11 @@ def mixture_draws_check(log_lik_posterior, log_lik_mixture, z: float = 4.0):
     return True, "", value
 
 
+#: PSIS rows whose k-hat is below this are pooled with MixIS: below 1/2 the raw ratios have
+#: finite variance, so PSIS's MCSE (and the inverse-variance weight) can be trusted.
+POOL_KHAT = 0.5
+
+
 @dataclass(frozen=True)
 class MixIS:
     """Mixture importance sampling (Silva & Zanella 2023) as an estimator.
@@ -268,13 +303,22 @@ class MixIS:
     Reliable where the pointwise MCSE is at most ``max_mcse`` and backed by at least
     ``MIN_DRAWS`` draws and ``MIN_ESS`` effective draws; the draws are checked to come from
     the mixture posterior (`mixture_draws_check`).
+
+    Rows whose plain-PSIS k-hat is below ``pool_khat`` (default 1/2) are pooled with PSIS:
+    the posterior fit and the mixture fit are independent samples, so their
+    inverse-variance average (`loo_adapt.core.pool`) has a smaller Monte Carlo error than
+    either; such rows are recorded as ``"mixis+psis"``.  ``pool_khat=None`` keeps MixIS
+    alone on every row.
     """
 
     max_mcse: float = 0.1
+    pool_khat: float | None = POOL_KHAT
     name: str = "mixis"
 
     def __call__(self, ctx, rows):
+        from loo_adapt.core.pool import pool_log_estimates
         from loo_adapt.estimators.base import Estimate, RowDraws
+        from loo_adapt.estimators.psis import loo_prob_from_log_lik
 
         mix_draws = ctx.mixture
         ll = mix_draws.log_lik(ctx.var_name)
@@ -302,8 +346,43 @@ class MixIS:
         lw.setflags(write=False)
         records = [RowDraws("mixture", lw[:, i], None if p1 is None else p1[:, i],
                             draws=mix_draws, column=int(i)) for i in rows]
-        mcse = est.mcse_elpd_i[rows]
+        elpd = est.elpd_i[rows].copy()
+        mcse = est.mcse_elpd_i[rows].copy()
         enough = (est.n_samples >= MIN_DRAWS) & (est.ess_mcse[rows] >= MIN_ESS)
+        method = np.full(rows.size, "mixis", dtype=object)
+        khat = np.full(rows.size, np.nan)
+        grad_mix = np.ones(n)  # d (reported elpd_i) / d (MixIS elpd_i), for the total's MCSE
+        psis_var = 0.0
+        if self.pool_khat is not None:
+            base = ctx.base
+            k = base.pareto_k[rows]
+            pool = (enough & (k < self.pool_khat) & np.isfinite(base.elpd_i[rows])
+                    & np.isfinite(base.mcse_elpd_i[rows]))
+            j = np.flatnonzero(pool)
+            r = rows[j]
+            if r.size:
+                e, se, w, g_psis, g_mix = pool_log_estimates(
+                    base.elpd_i[r], base.mcse_elpd_i[r], elpd[j], mcse[j])
+                post_p1 = None
+                if prob is not None:
+                    prob_psis = loo_prob_from_log_lik(ctx.log_lik[:, r],
+                                                      base.log_weights[:, r], ctx.y[r])
+                    prob[j] = w * prob_psis + (1.0 - w) * prob[j]
+                    post_p1 = np.exp(bernoulli_log_p1(ctx.log_lik[:, r], ctx.y[r]))
+                    post_p1.setflags(write=False)
+                post_lw = base.log_weights
+                for t, (jj, i) in enumerate(zip(j, r)):
+                    part = RowDraws("posterior", post_lw[:, i],
+                                    None if post_p1 is None else post_p1[:, t])
+                    mix = records[jj]
+                    records[jj] = RowDraws("pooled", mix.log_weights, mix.p1, draws=mix_draws,
+                                           column=int(i), posterior=part,
+                                           posterior_share=float(w[t]))
+                elpd[j], mcse[j] = e, se
+                method[j] = "mixis+psis"
+                khat[j] = k[j]
+                grad_mix[r] = g_mix
+                psis_var = float(np.sum((g_psis * base.mcse_elpd_i[r]) ** 2))
         ok = (mcse <= self.max_mcse) & enough
         reason = np.array([
             "" if good else (
@@ -312,9 +391,12 @@ class MixIS:
                 f"need {MIN_DRAWS} and {MIN_ESS:.0f})")
             for good, m, e, s in zip(ok, mcse, enough, est.ess_mcse[rows])], dtype=object)
         every = rows.size == n
+        mcse_total = None
+        if every:
+            mcse_total = float(np.sqrt(est.mcse_of_sum(grad_mix) ** 2 + psis_var))
         return Estimate.make(
-            "mixis", rows, est.elpd_i[rows], mcse, ok, diagnostic=est.ess[rows],
-            loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""), reason=reason,
-            lpd_i=est.lpd_i[rows] if every else None,
-            mcse_total=est.mcse_total if every else None, row_draws=records,
+            "mixis", rows, elpd, mcse, ok, diagnostic=est.ess[rows], method=method,
+            pareto_k=khat, loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
+            reason=reason, lpd_i=est.lpd_i[rows] if every else None,
+            mcse_total=mcse_total, row_draws=records,
         )

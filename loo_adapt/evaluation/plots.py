@@ -47,6 +47,7 @@ TRANSFORM_COLORS = {
     "mm2": "tab:purple",
     "mm": "tab:brown",
     "mixis": "tab:pink",
+    "mixis+psis": "hotpink",
     "refit": "tab:gray",
 }
 TRANSFORM_LABELS = {
@@ -58,6 +59,7 @@ TRANSFORM_LABELS = {
     "mm2": "MM2",
     "mm": "moment matching",
     "mixis": "MixIS",
+    "mixis+psis": "MixIS pooled with PSIS",
     "refit": "refit",
 }
 _EXTRA_COLORS = ("tab:olive", "tab:cyan", "gold", "navy", "teal", "maroon")

@@ -181,19 +181,29 @@ def test_mixis_rows_pit_equals_closed_form_loo_predictive():
                          method="mcmc")
 
     posterior, mixture = fit(mu_post), fit(mu_mix)
-    res = _quiet_loo(posterior, estimator="mixis", mixis_draws=mixture)
-    assert np.all(res.loo_adapt.method == "mixis")
-    pit = loo_pit(res, y, "y_rep", draws=posterior)
-    assert np.all(pit.method == "mixis") and np.all(pit.reason == "")
-    np.testing.assert_allclose(pit.pit, norm.cdf((y - m_loo) / s_loo), atol=0.03)
-    mean = loo_expectations(res, "y_rep", draws=posterior)
-    np.testing.assert_allclose(mean.value, m_loo, atol=0.06)
-    sd = loo_expectations(res, "y_rep", kind="sd", draws=posterior).value
-    np.testing.assert_allclose(sd, s_loo, atol=0.06)
-    assert np.all(mean.pareto_k < 0.7)
-    # posterior draws of y_rep alone: MixIS rows say what to pass
-    out = loo_pit(res, y, posterior["y_rep"])
-    assert np.isnan(out.pit).all() and "y_rep='y_rep'" in out.reason[0]
+    # MixIS alone, and pooled with PSIS (the rows with PSIS k-hat < 1/2: both samples)
+    for pool, kinds in ((None, {"mixis"}), (0.5, {"mixis+psis"})):
+        res = _quiet_loo(posterior, estimator="mixis", mixis_draws=mixture,
+                         mixis_pool_khat=pool)
+        assert set(res.loo_adapt.method) == kinds
+        pit = loo_pit(res, y, "y_rep", draws=posterior)
+        assert set(pit.method) == kinds and np.all(pit.reason == "")
+        np.testing.assert_allclose(pit.pit, norm.cdf((y - m_loo) / s_loo), atol=0.03)
+        mean = loo_expectations(res, "y_rep", draws=posterior)
+        np.testing.assert_allclose(mean.value, m_loo, atol=0.06)
+        sd = loo_expectations(res, "y_rep", kind="sd", draws=posterior).value
+        np.testing.assert_allclose(sd, s_loo, atol=0.06)
+        assert np.all(mean.pareto_k < 0.7)
+        # posterior draws of y_rep alone: MixIS rows say what to pass
+        out = loo_pit(res, y, posterior["y_rep"])
+        assert np.isnan(out.pit).all() and "y_rep='y_rep'" in out.reason[0]
+    # a pooled row's weights: PSIS on the posterior draws, MixIS on the mixture draws
+    rec = res.loo_adapt.row_draws[0]
+    lw, _ = rec.all_weights()
+    assert rec.source == "pooled" and lw.size == 2 * S and 0 < rec.posterior_share < 1
+    p_obs = np.concatenate([norm.pdf(y[0], mu_post), norm.pdf(y[0], mu_mix)])
+    assert np.log(np.sum(np.exp(lw) * p_obs)) == pytest.approx(res.loo_adapt.elpd_i[0],
+                                                               abs=1e-10)
 
 
 def _beta_bernoulli(seed=12, n=30, S=4000):
@@ -302,12 +312,15 @@ def test_a_later_stage_replaces_the_row_record():
     # MixIS shares one weight matrix: each record is a read-only view, not a copy
     assert lw.base is not None and all(r.log_weights.base is lw.base for r in pw.row_draws)
     assert not lw.flags.writeable
+    pooled = [r for r in pw.row_draws if r.source == "pooled"]  # PSIS k-hat < 1/2 rows
+    assert pooled and all(r.posterior.log_weights.base is pooled[0].posterior.log_weights.base
+                          for r in pooled)
     new = RowDraws("refit", np.full(4, -np.log(4.0)), np.array([1.0, 0.0, 1.0, 1.0]))
     est = Estimate.make("refit", [2, 5], [-0.5, -0.7], [0.0, 0.0], [True, False],
                         row_draws=[new, new])
     merged = pw.merge(est, accept=[True, False])
     assert merged.row_draws[2] is new and merged.row_draws[5] is pw.row_draws[5]
-    assert pw.row_draws[2].source == "mixture"  # the merge wrote a new result only
+    assert pw.row_draws[2].source in ("mixture", "pooled")  # the merge wrote a new result
     # an estimate that keeps no draws leaves none behind (no stale MixIS weights)
     bare = Estimate.make("psis", [3], [-0.6], [0.0], [True])
     assert pw.merge(bare).row_draws[3] is None

@@ -284,7 +284,7 @@ def test_loo_does_mixis_from_a_program_built_from_the_family():
               seed=4)
     rows = res.loo_adapt
     truth = np.loadtxt(FIXTURES / "truth" / "rhs_logistic.csv", delimiter=",", skiprows=1)
-    assert set(rows.method) == {"mixis"}
+    assert set(rows.method) <= {"mixis", "mixis+psis"} and "mixis" in set(rows.method)
     combined = np.sqrt(rows.mcse_total ** 2 + np.sum(truth[:, 2] ** 2))
     assert abs(rows.elpd_i.sum() - truth[:, 1].sum()) < 3 * combined
     # PSIS on the same posterior draws is off by 2.4 (README of the truth files)
