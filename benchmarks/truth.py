@@ -9,7 +9,10 @@ package and the CLI run:
     adaptive, uncertified     loo(fit, model=m, estimator="adaptive", certify=False)  (old default)
     paper's rule              ... transforms=ALL_TRANSFORMS, selection="min_khat", certify=False
     default, no program       loo(fit, model=m)            (PSIS + certified adaptive IS)
+    mixis, not pooled         loo(fit, estimator="mixis", mixis_draws=<mixture fit>,
+                                  mixis_pool_khat=None)        (MixIS alone on every row)
     mixis                     loo(fit, estimator="mixis", mixis_draws=<mixture fit>)
+                              (pooled with PSIS where PSIS's k-hat < 1/2)
     default, with program     loo(fit, model=m, program=p) (MixIS for every row + refits)
 
 Printed per benchmark and seed: pointwise RMSE to truth (all rows, rows with PSIS k-hat
@@ -31,6 +34,7 @@ its pointwise MCSEs in quadrature).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -39,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import SPLIT, load_benchmark  # noqa: E402
+from truth_suite import CACHE, SPLIT, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.api import ALL_TRANSFORMS, loo  # noqa: E402
 
@@ -56,7 +60,7 @@ def _mc_total(res, truth, idx):
 
 def estimators(bench, seed, mixture, refit_budget):
     """label -> callable returning (PointwiseLoo, extra seconds)."""
-    d, m, p = bench.draws, bench.model, bench.program
+    d, m = bench.draws, bench.model
     y = bench.data.get("y")
     return {
         "psis": lambda: (loo(d, estimator="psis", y=y).loo_adapt, 0.0),
@@ -66,13 +70,30 @@ def estimators(bench, seed, mixture, refit_budget):
             d, model=m, estimator="adaptive", transforms=ALL_TRANSFORMS, selection="min_khat",
             certify=False, seed=seed).loo_adapt, 0.0),
         "default, no program": lambda: (loo(d, model=m, seed=seed).loo_adapt, 0.0),
+        "mixis, not pooled": lambda: (loo(d, estimator="mixis", mixis_draws=mixture[0], y=y,
+                                          seed=seed, mixis_pool_khat=None).loo_adapt,
+                                      mixture[1]),
         "mixis": lambda: (loo(d, estimator="mixis", mixis_draws=mixture[0], y=y,
                               seed=seed).loo_adapt, mixture[1]),
-        "default, with program": lambda: (loo(
-            d, model=m, program=p, mixis_draws=mixture[0], seed=seed,
-            refit_kwargs={"progress": False, "max_refits": refit_budget}).loo_adapt,
-            mixture[1]),
+        "default, with program": lambda: _with_program(bench, seed, mixture, refit_budget),
     }
+
+
+def _with_program(bench, seed, mixture, refit_budget):
+    """The default with a program; its refits are checkpointed under `benchmarks/cache/`
+    (one directory per benchmark and seed), so a rerun resumes them: the seconds of the
+    resumed refits, as they were measured when made, are added (one after another)."""
+    ck = CACHE / f"{bench.name}-refits-seed{seed}"
+    before = 0.0
+    if ck.is_dir():
+        for f in ck.glob("*.npz"):
+            if not f.name.startswith(".tmp-"):
+                with np.load(f, allow_pickle=False) as z:
+                    before += float(json.loads(str(z["__meta__"])).get("seconds", 0.0))
+    res = loo(bench.draws, model=bench.model, program=bench.program, mixis_draws=mixture[0],
+              seed=seed, refit_kwargs={"progress": False, "max_refits": refit_budget,
+                                       "checkpoint": str(ck)}).loo_adapt
+    return res, mixture[1] + before
 
 
 def main(argv=None):
@@ -97,10 +118,7 @@ def main(argv=None):
         bench.program.refit_without(0, seed=1)
         t_refit_all = (time.perf_counter() - t0) * n_all
         for seed in args.seeds:
-            t0 = time.perf_counter()
-            mix = bench.program.fit_mixture(bench.draws if bench.draws.method == "mcmc"
-                                            else None, seed=seed)
-            mixture = (mix, time.perf_counter() - t0)
+            mixture = mixture_fit(bench, seed)  # (draws, seconds of the fit), cached
             psis = None
             rows = ("" if idx.size == n_all else
                     f" (PARTIAL truth: errors over the {idx.size} finished folds of {n_all})")
