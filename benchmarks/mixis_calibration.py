@@ -1,0 +1,71 @@
+"""Is MixIS's pointwise MCSE calibrated, and does the Pareto k-hat of its weights say when not?
+
+For each benchmark and seed of the truth suite (mixture fits cached by `truth_suite.mixture_fit`)
+this prints, by bins of the k-hat of each row's MixIS weights, the rms and max of
+
+    z_i = (elpd_i - truth_i) / sqrt(mcse_elpd_i^2 + truth_mc_i^2)
+
+(rms z near 1: calibrated) and the RMSE, plus the total's error against the correlation-aware
+total MCSE.  It decides whether a k-hat rule for MixIS rows is needed; rules are chosen on the
+choose half only.
+
+    python benchmarks/mixis_calibration.py [--half choose|report|all] [--seeds 1 2 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from truth_suite import SPLIT, load_benchmark, mixture_fit  # noqa: E402
+
+from loo_adapt.core.psis import pareto_khat  # noqa: E402
+from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
+
+BINS = ((-np.inf, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, np.inf))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--half", default="choose", choices=("choose", "report", "all"))
+    parser.add_argument("--benchmarks", nargs="*")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    names = args.benchmarks or (SPLIT["choose"] + SPLIT["report"] if args.half == "all"
+                                else SPLIT[args.half])
+    pooled = {b: [] for b in BINS}
+    for name in names:
+        bench = load_benchmark(name)
+        t = bench.truth
+        for seed in args.seeds:
+            mix, _ = mixture_fit(bench, seed)
+            est = mixis_loo(mix.log_lik().reshape(mix.n_chains, -1, t.shape[0]))
+            k = pareto_khat(est.log_weights.copy())
+            err = est.elpd_i - t[:, 1]
+            z = err / np.sqrt(est.mcse_elpd_i**2 + t[:, 2] ** 2)
+            tot_mc = np.sqrt(est.mcse_total**2 + np.sum(t[:, 2] ** 2))
+            print(f"{name} seed {seed}: S = {est.n_samples}, total error {err.sum():+.2f}, "
+                  f"combined MC {tot_mc:.2f} (z {err.sum() / tot_mc:+.1f})")
+            for lo, hi in BINS:
+                m = (k >= lo) & (k < hi)
+                if m.any():
+                    pooled[(lo, hi)].append(z[m])
+                    print(f"   k-hat in [{lo:4.1f}, {hi:4.1f}): {m.sum():4d} rows, rms z "
+                          f"{np.sqrt(np.mean(z[m] ** 2)):.2f}, max |z| {np.abs(z[m]).max():.1f}, "
+                          f"RMSE {np.sqrt(np.mean(err[m] ** 2)):.4f}")
+    print("\nall rows:")
+    for (lo, hi), zs in pooled.items():
+        if zs:
+            z = np.concatenate(zs)
+            print(f"   k-hat in [{lo:4.1f}, {hi:4.1f}): {z.size:5d} rows, rms z "
+                  f"{np.sqrt(np.mean(z**2)):.2f}, |z| > 3: {np.mean(np.abs(z) > 3):.1%}")
+
+
+if __name__ == "__main__":
+    main()
