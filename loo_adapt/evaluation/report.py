@@ -208,14 +208,17 @@ def format_summary(result, scale: str = "log") -> str:
         sel = method == names[j]
         ok = int(np.sum(result.reliable[sel]))
         parts.append(f"{names[j]} {counts[j]}" + ("" if ok == counts[j] else f" ({ok} reliable)"))
-    lines.append("Estimator per observation: " + ", ".join(parts))
+    lines.append("Estimator per observation: " + ", ".join(parts)
+                 + (" (mixis+psis: MixIS pooled with PSIS, two independent samples)"
+                    if "mixis+psis" in names else ""))
     verified = getattr(result, "verified_by", None)
     if verified is not None:
         kinds, counts = np.unique(np.where(verified == "", "nothing", verified).astype(str),
                                   return_counts=True)
         lines.append("Verified by: " + ", ".join(f"{k} {c}" for k, c in zip(kinds, counts))
                      + " (khat: k-hat below the threshold; certified: adapted and passed the "
-                       "bias checks; mixis_mcse: MixIS MCSE small enough; refit: exact refit)")
+                       "bias checks; mixis_mcse: MixIS (or pooled) MCSE small enough; refit: exact "
+                       "refit)")
     lines.extend(_unreliable_lines(result))
     return "\n".join(lines)
 

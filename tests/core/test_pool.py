@@ -109,6 +109,7 @@ def test_pooled_mixis_beats_mixis_alone_and_reports_its_error():
             se[pool].append(pw.estimates()["mcse_elpd_loo"])
             if pool:
                 pooled_rows.append(pw.method == "mixis+psis")
+                assert "MixIS pooled with PSIS" in res.summary()
     e0, e1 = np.array(err[None]), np.array(err[0.5])
     pooled = np.array(pooled_rows).mean(axis=0) > 0.5
     assert pooled.sum() >= 10
