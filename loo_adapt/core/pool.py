@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["pool_log_estimates"]
+__all__ = ["pool_log_estimates", "is_mcse_of_sum"]
 
 
 def pool_log_estimates(elpd_a, mcse_a, elpd_b, mcse_b):
@@ -73,3 +73,47 @@ def pool_log_estimates(elpd_a, mcse_a, elpd_b, mcse_b):
     grad_b = np.exp(log_1mw + eb - elpd)
     mcse = np.hypot(grad_a * sa, grad_b * sb)
     return elpd, mcse, np.exp(log_w), grad_a, grad_b
+
+
+def is_mcse_of_sum(log_weights, weights, chains: int = 1) -> float:
+    """Monte Carlo SE of ``sum_i weights_i * elpd_i`` for self-normalised importance sampling
+    estimates that share one sample (PSIS on the posterior draws), ``elpd_i = -log mean_s
+    r_is`` with ``r_is`` the (smoothed) ratios 1 / l_i.
+
+    The rows' errors are correlated (every row reweighs the same draws), so the SE comes from
+    the per-draw influence values of the weighted sum, ``-sum_i weights_i (S w_is - 1)``
+    (``w`` the normalised weights), with Stan's ESS of a mean over the chains; the pointwise
+    MCSEs in quadrature would treat the rows as independent.
+
+    Parameters
+    ----------
+    log_weights : (S, m) normalised log weights of the rows in the sum (draws chain-major).
+    weights : (m,) weights of the rows.
+    chains : number of chains the S draws come from (S divisible by it).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> lw = np.log(np.full((100, 3), 0.01))  # equal weights: no Monte Carlo error
+    >>> is_mcse_of_sum(lw, np.ones(3))
+    0.0
+    """
+    from loo_adapt.core.ess import ess_mean
+
+    lw = np.asarray(log_weights, dtype=np.float64)
+    c = np.asarray(weights, dtype=np.float64).reshape(-1)
+    if lw.ndim != 2 or lw.shape[1] != c.size:
+        raise ValueError(f"log_weights {lw.shape} must be (S, {c.size})")
+    S = lw.shape[0]
+    if chains < 1 or S % chains:
+        raise ValueError(f"{S} draws do not split into {chains} chains")
+    psi = -((S * np.exp(lw) - 1.0) @ c)
+    var = float(psi.var(ddof=1))
+    if not np.isfinite(var) or var <= 0:
+        return 0.0
+    draws = S // chains
+    ess = float(ess_mean(psi.reshape(chains, draws, 1))[0]) if draws >= 4 else float(S)
+    return float(np.sqrt(var / ess))

@@ -294,6 +294,54 @@ def mixture_draws_check(log_lik_posterior, log_lik_mixture, z: float = 4.0):
 #: PSIS rows whose k-hat is below this are pooled with MixIS: below 1/2 the raw ratios have
 #: finite variance, so PSIS's MCSE (and the inverse-variance weight) can be trusted.
 POOL_KHAT = 0.5
+#: Two estimates are pooled only when they agree within this many combined Monte Carlo SEs,
+#: row by row and summed over the rows to pool.
+POOL_AGREE_Z = 2.0
+
+
+def _psis_sum_se(ctx, cols, weights) -> float:
+    """MCSE of a weighted sum of PSIS rows: the larger of the correlation-aware SE (the
+    rows share the posterior draws) and the pointwise MCSEs in quadrature."""
+    from loo_adapt.core.pool import is_mcse_of_sum
+
+    base = ctx.base
+    shared = is_mcse_of_sum(base.log_weights[:, cols], weights, chains=ctx.draws.n_chains)
+    quad = float(np.sqrt(np.sum((weights * base.mcse_elpd_i[cols]) ** 2)))
+    return max(shared, quad)
+
+
+def _agree(ctx, est, rows, pool):
+    """Which candidate rows may be pooled: both estimates agree within ``POOL_AGREE_Z``
+    combined MCSEs, and so do their sums over the candidates (PSIS's MCSE counts the
+    posterior draws' error only as the chains show it; errors every chain shares, such as
+    a posterior fit whose chains all weigh the modes wrongly, move every row the same way
+    and show in the sum first).  When the sums disagree nothing is pooled and a warning
+    says so."""
+    j = np.flatnonzero(pool)
+    if j.size == 0:
+        return pool
+    base = ctx.base
+    r = rows[j]
+    d = base.elpd_i[r] - est.elpd_i[r]
+    c = np.zeros(len(est.elpd_i))
+    c[r] = 1.0
+    sd_sum = float(np.hypot(_psis_sum_se(ctx, r, np.ones(r.size)), est.mcse_of_sum(c)))
+    z_sum = float(d.sum()) / sd_sum if sd_sum > 0 else 0.0
+    if abs(z_sum) > POOL_AGREE_Z:
+        import warnings
+
+        warnings.warn(
+            f"PSIS on the posterior draws and MixIS on the mixture draws disagree over the "
+            f"{r.size} observations where PSIS's k-hat is below the pooling threshold: sums "
+            f"differ by {d.sum():+.2f} ({z_sum:+.1f} combined MCSEs); the posterior draws "
+            "may not represent the posterior (short or stuck chains, modes weighted "
+            "differently). MixIS alone is used for every row; check the posterior fit",
+            UserWarning, stacklevel=4)
+        return np.zeros_like(pool)
+    ok = np.abs(d) <= POOL_AGREE_Z * np.hypot(base.mcse_elpd_i[r], est.mcse_elpd_i[r])
+    out = np.zeros_like(pool)
+    out[j[ok]] = True
+    return out
 
 
 @dataclass(frozen=True)
@@ -307,8 +355,11 @@ class MixIS:
     Rows whose plain-PSIS k-hat is below ``pool_khat`` (default 1/2) are pooled with PSIS:
     the posterior fit and the mixture fit are independent samples, so their
     inverse-variance average (`loo_adapt.core.pool`) has a smaller Monte Carlo error than
-    either; such rows are recorded as ``"mixis+psis"``.  ``pool_khat=None`` keeps MixIS
-    alone on every row.
+    either; such rows are recorded as ``"mixis+psis"``.  Rows are pooled only where the
+    two estimates agree within their Monte Carlo error, row by row and summed (`_agree`):
+    PSIS's MCSE does not see errors every chain of the posterior fit shares, so a
+    disagreement of the sums means MixIS alone (with a warning).  ``pool_khat=None`` keeps
+    MixIS alone on every row.
     """
 
     max_mcse: float = 0.1
@@ -358,6 +409,7 @@ class MixIS:
             k = base.pareto_k[rows]
             pool = (enough & (k < self.pool_khat) & np.isfinite(base.elpd_i[rows])
                     & np.isfinite(base.mcse_elpd_i[rows]))
+            pool &= _agree(ctx, est, rows, pool)
             j = np.flatnonzero(pool)
             r = rows[j]
             if r.size:
@@ -382,7 +434,7 @@ class MixIS:
                 method[j] = "mixis+psis"
                 khat[j] = k[j]
                 grad_mix[r] = g_mix
-                psis_var = float(np.sum((g_psis * base.mcse_elpd_i[r]) ** 2))
+                psis_var = _psis_sum_se(ctx, r, g_psis) ** 2
         ok = (mcse <= self.max_mcse) & enough
         reason = np.array([
             "" if good else (
