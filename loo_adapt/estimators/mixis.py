@@ -311,37 +311,49 @@ def _psis_sum_se(ctx, cols, weights) -> float:
 
 
 def _agree(ctx, est, rows, pool):
-    """Which candidate rows may be pooled: both estimates agree within ``POOL_AGREE_Z``
-    combined MCSEs, and so do their sums over the candidates (PSIS's MCSE counts the
-    posterior draws' error only as the chains show it; errors every chain shares, such as
-    a posterior fit whose chains all weigh the modes wrongly, move every row the same way
-    and show in the sum first).  When the sums disagree nothing is pooled and a warning
-    says so."""
+    """Which candidate rows may be pooled, and the variance the total's MCSE must add.
+
+    Pooled only where both estimates agree within ``POOL_AGREE_Z`` combined MCSEs, row by
+    row and summed over the candidates: PSIS's MCSE counts the posterior draws' error only
+    as the chains show it, and errors every chain shares (a posterior fit whose chains all
+    weigh the modes wrongly) move every row the same way and show in the sum first.  When
+    the sums disagree nothing is pooled: the rows keep MixIS's estimates, and since one of
+    the two independent samples carries an error its MCSE does not show (which one cannot
+    be told), the unexplained part of the disagreement, ``D^2 - sd^2``, is added to the
+    variance of the total; a warning says so.
+
+    Returns
+    -------
+    (mask of rows to pool, extra variance of the total)
+    """
     j = np.flatnonzero(pool)
     if j.size == 0:
-        return pool
+        return pool, 0.0
     base = ctx.base
     r = rows[j]
     d = base.elpd_i[r] - est.elpd_i[r]
     c = np.zeros(len(est.elpd_i))
     c[r] = 1.0
     sd_sum = float(np.hypot(_psis_sum_se(ctx, r, np.ones(r.size)), est.mcse_of_sum(c)))
-    z_sum = float(d.sum()) / sd_sum if sd_sum > 0 else 0.0
+    diff = float(d.sum())
+    z_sum = diff / sd_sum if sd_sum > 0 else 0.0
     if abs(z_sum) > POOL_AGREE_Z:
         import warnings
 
+        extra = diff**2 - sd_sum**2
         warnings.warn(
             f"PSIS on the posterior draws and MixIS on the mixture draws disagree over the "
             f"{r.size} observations where PSIS's k-hat is below the pooling threshold: sums "
-            f"differ by {d.sum():+.2f} ({z_sum:+.1f} combined MCSEs); the posterior draws "
-            "may not represent the posterior (short or stuck chains, modes weighted "
-            "differently). MixIS alone is used for every row; check the posterior fit",
-            UserWarning, stacklevel=4)
-        return np.zeros_like(pool)
+            f"differ by {diff:+.2f} ({z_sum:+.1f} combined MCSEs). One of the two fits carries "
+            "an error its MCSE does not show (short or stuck chains, modes weighted "
+            "differently): MixIS alone is used for every row, and the MCSE of elpd_loo "
+            f"includes the unexplained part of the difference ({np.sqrt(extra):.2f}); check "
+            "both fits", UserWarning, stacklevel=4)
+        return np.zeros_like(pool), extra
     ok = np.abs(d) <= POOL_AGREE_Z * np.hypot(base.mcse_elpd_i[r], est.mcse_elpd_i[r])
     out = np.zeros_like(pool)
     out[j[ok]] = True
-    return out
+    return out, 0.0
 
 
 @dataclass(frozen=True)
@@ -358,7 +370,8 @@ class MixIS:
     either; such rows are recorded as ``"mixis+psis"``.  Rows are pooled only where the
     two estimates agree within their Monte Carlo error, row by row and summed (`_agree`):
     PSIS's MCSE does not see errors every chain of the posterior fit shares, so a
-    disagreement of the sums means MixIS alone (with a warning).  ``pool_khat=None`` keeps
+    disagreement of the sums means MixIS alone, with the unexplained disagreement added to
+    the total's MCSE (and a warning).  ``pool_khat=None`` keeps
     MixIS alone on every row.
     """
 
@@ -403,13 +416,14 @@ class MixIS:
         method = np.full(rows.size, "mixis", dtype=object)
         khat = np.full(rows.size, np.nan)
         grad_mix = np.ones(n)  # d (reported elpd_i) / d (MixIS elpd_i), for the total's MCSE
-        psis_var = 0.0
+        psis_var = extra_var = 0.0
         if self.pool_khat is not None:
             base = ctx.base
             k = base.pareto_k[rows]
             pool = (enough & (k < self.pool_khat) & np.isfinite(base.elpd_i[rows])
                     & np.isfinite(base.mcse_elpd_i[rows]))
-            pool &= _agree(ctx, est, rows, pool)
+            agree, extra_var = _agree(ctx, est, rows, pool)
+            pool &= agree
             j = np.flatnonzero(pool)
             r = rows[j]
             if r.size:
@@ -445,7 +459,7 @@ class MixIS:
         every = rows.size == n
         mcse_total = None
         if every:
-            mcse_total = float(np.sqrt(est.mcse_of_sum(grad_mix) ** 2 + psis_var))
+            mcse_total = float(np.sqrt(est.mcse_of_sum(grad_mix) ** 2 + psis_var + extra_var))
         return Estimate.make(
             "mixis", rows, elpd, mcse, ok, diagnostic=est.ess[rows], method=method,
             pareto_k=khat, loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
