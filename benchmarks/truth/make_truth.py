@@ -47,6 +47,8 @@ from loo_adapt.stan.program import StanProgram  # noqa: E402
 from loo_adapt.stan.refit import heldout_elpd  # noqa: E402
 
 SEED_BASE = 100  # refit without observation i uses seed SEED_BASE + i (as the fixture truth)
+REDO_SEED_STEP = 1000  # a redone fold (--redo-min-ess) uses seed SEED_BASE + i + 1000 k
+REDO_MIN_ESS = 400  # Stan's rule of thumb: an ESS below 100 per chain (4 chains) is not enough
 COLUMNS = ("i", "elpd_loo", "mc_se", "p_loo_y1")
 
 
@@ -184,12 +186,13 @@ def _one_core():
     os.cpu_count = lambda: 1
 
 
-def run_fold(name: str, i: int) -> dict:
-    """Refit benchmark ``name`` without observation ``i``; the checkpoint record of the fold."""
+def run_fold(name: str, i: int, attempt: int = 0) -> dict:
+    """Refit benchmark ``name`` without observation ``i``; the checkpoint record of the fold.
+    ``attempt`` k > 0 redoes the fold with seed ``SEED_BASE + i + 1000 k``."""
     _one_core()
     bench = BENCHMARKS[name]
     program = bench.stan_program()
-    seed = SEED_BASE + i
+    seed = SEED_BASE + i + REDO_SEED_STEP * attempt
     t0 = time.perf_counter()
     fit = program.refit_without(i, seed=seed, chains=bench.chains, draws=bench.draws,
                                 warmup=bench.warmup)
@@ -208,6 +211,29 @@ def run_fold(name: str, i: int) -> dict:
         "chains": int(ll.shape[0]), "draws": int(ll.shape[1]), "divergent": divergent,
         "seconds": seconds,
     }
+
+
+def redo_poor(bench: Benchmark, min_ess: float = REDO_MIN_ESS) -> dict[int, dict]:
+    """Redo, with the next seed, every finished fold whose ESS is below ``min_ess`` (a stuck
+    chain makes its elpd and its MC error both unreliable).  The new record is appended (the
+    old one stays in the file, the last record of a fold is the one read) and carries
+    ``redo_of`` = the seed it replaces; the CSV is rewritten when every fold is done."""
+    done = read_checkpoint(bench.checkpoint)
+    poor = sorted(i for i, r in done.items() if r["ess"] < min_ess)
+    print(f"{bench.name}: {len(poor)} fold(s) with ESS < {min_ess:.0f}: {poor}", flush=True)
+    for i in poor:
+        old = done[i]
+        attempt = (old["seed"] - SEED_BASE - i) // REDO_SEED_STEP + 1
+        rec = dict(run_fold(bench.name, i, attempt=attempt), redo_of=old["seed"])
+        with bench.checkpoint.open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        print(f"  fold {i}: ESS {old['ess']:.0f} -> {rec['ess']:.0f}, elpd "
+              f"{old['elpd_loo']:+.4f} -> {rec['elpd_loo']:+.4f} (MC se {rec['mc_se']:.4f})",
+              flush=True)
+    done = read_checkpoint(bench.checkpoint)
+    if len(done) == int(bench.data()["N"]):
+        write_csv(bench, done)
+    return done
 
 
 def read_checkpoint(path: Path) -> dict[int, dict]:
@@ -323,6 +349,9 @@ def main(argv=None):
                         help="size, seconds per fold and MC error of the finished folds")
     parser.add_argument("--khat", action="store_true",
                         help="PSIS k-hat counts on a 4 x 1000 posterior fit")
+    parser.add_argument("--redo-min-ess", type=float, default=None, metavar="ESS",
+                        help=f"redo (next seed) the finished folds with an ESS below this "
+                             f"(Stan's rule of thumb: {REDO_MIN_ESS})")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
@@ -334,6 +363,8 @@ def main(argv=None):
         summary(bench)
     elif args.khat:
         khat_report(bench)
+    elif args.redo_min_ess is not None:
+        redo_poor(bench, args.redo_min_ess)
     else:
         run(bench, jobs=args.jobs, limit=args.limit)
 
