@@ -82,6 +82,9 @@ def psis_rows(names):
         ll = d.log_lik().reshape(d.n_chains, -1, t.shape[0])
         res = psis.loo_pointwise(ll, warn=False)
         good = res.pareto_k < 0.5
+        if not good.any():
+            print(f"{name}: S = {d.n_samples} ({d.n_chains} chains), no row with k-hat < 0.5")
+            continue
         err = res.elpd_i - t[:, 1]
         z = err / np.sqrt(res.mcse_elpd_i**2 + t[:, 2] ** 2)
         per_chain = [psis.loo_pointwise(ll[c][None], r_eff=1.0, warn=False).elpd_i[good].sum()
