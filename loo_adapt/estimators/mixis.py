@@ -201,7 +201,6 @@ def mixis_loo(log_lik):
     return out
 
 
-
 def mixis_loo_prob(log_lik, log_p1):
     """LOO predictive probability E_{-i}[P(y_i = 1 | theta)] from mixture draws.
 
@@ -371,8 +370,7 @@ class MixIS:
     two estimates agree within their Monte Carlo error, row by row and summed (`_agree`):
     PSIS's MCSE does not see errors every chain of the posterior fit shares, so a
     disagreement of the sums means MixIS alone, with the unexplained disagreement added to
-    the total's MCSE (and a warning).  ``pool_khat=None`` keeps
-    MixIS alone on every row.
+    the total's MCSE (and a warning).  ``pool_khat=None`` keeps MixIS alone on every row.
     """
 
     max_mcse: float = 0.1
