@@ -21,9 +21,10 @@ VERB_MODULES = (
 )
 #: array-only modules whose Examples are cheap enough to run here
 DOCTEST_MODULES = (
-    "loo_adapt.core.checks", "loo_adapt.core.ess", "loo_adapt.core.psis",
+    "loo_adapt.core.checks", "loo_adapt.core.ess", "loo_adapt.core.psis", "loo_adapt.core.pool",
     "loo_adapt.evaluation.metrics", "loo_adapt.io.columns", "loo_adapt.io.arrays",
     "loo_adapt.result", "loo_adapt.models.relu", "loo_adapt.subsample",
+    "loo_adapt.estimators.base",
 )
 
 
