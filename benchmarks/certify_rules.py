@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import SPLIT, load_benchmark  # noqa: E402
+from truth_suite import benchmark_names, load_benchmark  # noqa: E402
 
 from loo_adapt.estimators import adaptive as A  # noqa: E402
 from loo_adapt.estimators import certify as C  # noqa: E402
@@ -93,8 +93,7 @@ def main(argv=None):
     p.add_argument("--benchmarks", nargs="*")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
-    names = args.benchmarks or (SPLIT["choose"] + SPLIT["report"] if args.half == "all"
-                                else SPLIT[args.half])
+    names = benchmark_names(args.half, args.benchmarks)
     table = {(r, t): [] for r, t in itertools.product(RULES, TRANSFORM_SETS)}
     for name in names:
         bench = load_benchmark(name)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import SPLIT, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import benchmark_names, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.core.psis import pareto_khat  # noqa: E402
 from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
@@ -40,8 +40,7 @@ def main(argv=None):
     parser.add_argument("--psis", action="store_true")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    names = args.benchmarks or (SPLIT["choose"] + SPLIT["report"] if args.half == "all"
-                                else SPLIT[args.half])
+    names = benchmark_names(args.half, args.benchmarks)
     if args.psis:
         return psis_rows(names)
     pooled = {b: [] for b in BINS}

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import CACHE, SPLIT, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import CACHE, benchmark_names, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.api import ALL_TRANSFORMS, loo  # noqa: E402
 
@@ -106,8 +106,7 @@ def main(argv=None):
                         help="use the finished folds of an unfinished truth")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    names = args.benchmarks or (SPLIT["choose"] + SPLIT["report"] if args.half == "all"
-                                else SPLIT[args.half])
+    names = benchmark_names(args.half, args.benchmarks)
     summary: dict[str, list] = {}
     for name in names:
         bench = load_benchmark(name, partial=args.partial)

@@ -103,6 +103,14 @@ def _suite_benchmark(name, partial=False):
     return Benchmark(name, data, draws, _family(name, data), program, np.asarray(truth))
 
 
+def benchmark_names(half: str, benchmarks=None) -> list[str]:
+    """The benchmarks a script runs: those named, else the ``half`` of `SPLIT` ("choose",
+    "report", or "all" for both)."""
+    if benchmarks:
+        return list(benchmarks)
+    return SPLIT["choose"] + SPLIT["report"] if half == "all" else list(SPLIT[half])
+
+
 def mixture_fit(bench: Benchmark, seed: int):
     """The mixture-posterior fit of a benchmark (warm-started from its posterior fit when
     that is MCMC) and the seconds it took, cached under `benchmarks/cache/` per benchmark
