@@ -91,6 +91,7 @@ __all__ = [
     "e_loo",
     "gpdfit",
     "loo_pointwise",
+    "loo_totals",
     "mcse_elpd",
     "pareto_k_category",
     "pareto_k_threshold",
@@ -934,16 +935,36 @@ class PsisLoo:
     n_samples: int
     pareto_k_pq: float = float("nan")
 
-    def to_result(self):
-        """The shared array-level result ``loo_adapt.result.PointwiseLoo`` (plain PSIS for
-        every row; `loo_adapt.estimators.psis.initial_result`)."""
-        from loo_adapt.estimators.psis import initial_result
-
-        return initial_result(self)
-
     def estimates(self) -> dict[str, float]:
-        """Totals and SEs as R loo (SE with the n - 1 variance)."""
-        return self.to_result().estimates()
+        """Totals and SEs as R loo (SE with the n - 1 variance); `loo_totals`."""
+        return loo_totals(self.elpd_i, self.p_loo_i, self.mcse_elpd_i)
+
+
+def loo_totals(elpd_i, p_loo_i, mcse_elpd_i, mcse_total: float | None = None) -> dict:
+    """Totals with standard errors as R loo computes them (SE with the n - 1 variance).
+
+    Parameters
+    ----------
+    elpd_i, p_loo_i, mcse_elpd_i : (n,) pointwise values.
+    mcse_total : the MCSE of the total when the estimator knows it (correlated errors); the
+        larger of it and the quadrature sum of ``mcse_elpd_i`` is reported.
+
+    Returns
+    -------
+    dict
+        elpd_loo, se_elpd_loo, p_loo, se_p_loo, looic, se_looic, mcse_elpd_loo.
+    """
+    n = len(elpd_i)
+    out = {}
+    for name, values in (("elpd_loo", elpd_i), ("p_loo", p_loo_i)):
+        out[name] = float(np.sum(values))
+        out[f"se_{name}"] = float(np.sqrt(n * np.var(values, ddof=1))) if n > 1 else np.nan
+    out["looic"] = -2.0 * out["elpd_loo"]
+    out["se_looic"] = 2.0 * out["se_elpd_loo"]
+    out["mcse_elpd_loo"] = float(np.sqrt(np.nansum(np.asarray(mcse_elpd_i) ** 2)))
+    if mcse_total is not None and np.isfinite(mcse_total):
+        out["mcse_elpd_loo"] = max(out["mcse_elpd_loo"], float(mcse_total))
+    return out
 
 
 def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal",
