@@ -36,6 +36,7 @@ class Refit:
         rows = np.asarray(rows, dtype=np.int64)
         kwargs = dict(self.options)
         kwargs.setdefault("seed", 0 if ctx.seed is None else int(ctx.seed))
+        kwargs.setdefault("progress", ctx.progress)
         program = ctx.stan_program
         if "refit_fn" not in kwargs:
             program = ctx.need_program("refit")

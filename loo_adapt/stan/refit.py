@@ -381,13 +381,9 @@ def _run(job: _Job, i: int, seed: int, scale: int = 1) -> dict:
 
 
 def _progress_bar(total: int, enabled: bool, desc: str = "LOO refits"):
-    if not enabled:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, unit="fit")
+    from loo_adapt.progress import progress_bar
+
+    return progress_bar(total, desc, enabled=enabled, unit="fit", delay=0.0)
 
 
 def _announce(message: str, bar) -> None:
