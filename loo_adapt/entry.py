@@ -170,7 +170,11 @@ def build_context(data, *, stages, method=None, var_name=None, reff=None, model=
 
         check_program_matches(program, draws, var_name=var_name,
                               seed=0 if seed is None else int(seed))
+    runner = None
+    if any(isinstance(st.estimator, Refit) for st in stages):
+        from loo_adapt.stan.refit import refit_loo as runner
     return Context(draws=draws, var_name=var_name, r_eff=reff, model=model, program=program,
                    mixture_fn=_mixture_fn(program, mixis_draws, draws, seed, progress),
+                   refit_runner=runner,
                    prior_check_fn=_prior_check_fn(model), khat_threshold=khat_threshold,
                    seed=None if seed is None else int(seed), progress=bool(progress))

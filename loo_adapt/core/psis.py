@@ -79,6 +79,15 @@ from scipy.special import logsumexp
 
 from loo_adapt.core._compiled import use_numba
 from loo_adapt.core._names import add_deprecated_aliases
+from loo_adapt.core._status import (  # the kernels' shared status codes
+    _ALL_NEG_INF,
+    _BAD,
+    _CONSTANT_TAIL,
+    _DBL_EPS,
+    _FIT_FAILED,
+    _OK,
+    _SHORT_TAIL,
+)
 from loo_adapt.core._vmath import exp_clamped, index_float
 from loo_adapt.core._vmath import expm1 as _expm1
 from loo_adapt.core._vmath import log as _log
@@ -105,10 +114,6 @@ __all__ = [
 #: the tail (at most 0.2 S draws) is shorter than 5 and khat is Inf for every observation.
 MIN_DRAWS = 100
 
-# Status codes returned per column by the numba kernel.
-_OK, _SHORT_TAIL, _CONSTANT_TAIL, _FIT_FAILED, _BAD, _ALL_NEG_INF = 0, 1, 2, 3, 4, 5
-
-_DBL_EPS = np.finfo(float).eps
 _TINY = 2.2250738585072014e-308  # smallest normal float64
 
 

@@ -24,9 +24,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from loo_adapt.core import psis as _psis_core
 from loo_adapt.core._names import add_deprecated_aliases
 
 __all__ = ["Estimate", "RowDraws", "Estimator", "Context", "Stage", "run_stages", "rows_of",
+           "psis_of_draws",
            "frozen"]
 
 
@@ -219,6 +221,31 @@ def _row_records(row_draws, m: int) -> tuple:
     return records
 
 
+def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
+    """Plain PSIS-LOO of `Draws` (`loo_adapt.core.psis.PsisLoo`).
+
+    Parameters
+    ----------
+    draws : `loo_adapt.draws.Draws`.
+    var_name : the pointwise log-likelihood variable.
+    reff : relative efficiency; None computes it from the chains (R loo's ``relative_eff``
+        of exp(log_lik)); 1 for a single chain and for approximate draws.
+
+    Returns
+    -------
+    PsisLoo
+    """
+    log_lik = draws.log_lik(var_name)
+    if draws.is_approximate:
+        return _psis_core.loo_pointwise_approximate(
+            log_lik.reshape(draws.n_samples, -1), draws.log_ratio_offset(),
+            r_eff=1.0 if reff is None else reff,
+        )
+    if draws.n_chains == 1 and reff is None:
+        reff = 1.0
+    return _psis_core.loo_pointwise(log_lik, r_eff=reff)
+
+
 class Estimator(Protocol):
     """Anything with a ``name`` that maps (context, rows) to an `Estimate`."""
 
@@ -246,6 +273,8 @@ class Context:
         program), called once on first use; None when there is none.
     prior_check_fn : (ctx) -> "" when the model family's prior was checked against the fit,
         else why it could not be; None: nothing to check.
+    refit_runner : ``refit_loo(rows, program, **options)`` (`loo_adapt.stan.refit`), the
+        refit machinery, or None.
     y : binary outcomes (LOO probabilities), or None.
     khat_threshold : Pareto k-hat threshold (None: min(1 - 1/log10 S, 0.7)).
     seed : seeds every random choice of the estimators.
@@ -259,6 +288,7 @@ class Context:
     program: Any = None
     mixture_fn: Any = None
     prior_check_fn: Any = None
+    refit_runner: Any = None
     y: np.ndarray | None = None
     khat_threshold: float | None = None
     seed: int | None = None
@@ -273,8 +303,6 @@ class Context:
     @cached_property
     def base(self):
         """Plain PSIS (`loo_adapt.core.psis.PsisLoo`): the base weights of every stage."""
-        from loo_adapt.estimators.psis import psis_of_draws
-
         return psis_of_draws(self.draws, var_name=self.var_name, reff=self.r_eff)
 
     @property

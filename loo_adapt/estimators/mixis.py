@@ -36,6 +36,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from loo_adapt.core._names import add_deprecated_aliases
+from loo_adapt.core.bernoulli import bernoulli_log_p1
 from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import ess_mean
 
@@ -228,25 +229,6 @@ def mixis_loo_prob(log_lik, log_p1):
     return np.exp(np.minimum(out, 0.0))
 
 
-def bernoulli_log_p1(log_lik, y):
-    """log P(y = 1 | theta) from the Bernoulli log-likelihood of the observed y.
-
-    For y = 1 it is log_lik itself; for y = 0 it is log(1 - exp(log_lik)), computed as
-    log(-expm1(log_lik)) which stays finite for log_lik near 0 down to the float limit.
-    """
-    ll = np.asarray(log_lik, dtype=np.float64)
-    yv = np.asarray(y)
-    if yv.shape != ll.shape[-1:]:
-        raise ValueError(f"y has shape {yv.shape}, expected ({ll.shape[-1]},)")
-    if not np.isin(yv, (0, 1)).all():
-        raise ValueError("y must be binary (0/1)")
-    if (ll > 0).any():
-        raise ValueError("a Bernoulli log-likelihood must be <= 0")
-    with np.errstate(divide="ignore"):
-        log_other = np.log(-np.expm1(ll))
-    return np.where(yv == 1, ll, log_other)
-
-
 #: fewest mixture draws, and fewest effective draws per observation, behind a reported MCSE
 MIN_DRAWS = 200
 MIN_ESS = 100.0
@@ -403,9 +385,9 @@ class MixIS:
     name: str = "mixis"
 
     def __call__(self, ctx, rows):
+        from loo_adapt.core.bernoulli import loo_prob_from_log_lik
         from loo_adapt.core.pool import pool_log_estimates
         from loo_adapt.estimators.base import Estimate, RowDraws
-        from loo_adapt.estimators.psis import loo_prob_from_log_lik
 
         mix_draws = ctx.mixture
         ll = mix_draws.log_lik(ctx.var_name)

@@ -359,8 +359,8 @@ class MomentMatch:
 def _row_draws(mm: MomentMatchResult, i: int, y):
     """Row i's final weights on the moment-matched draws (and P(y_i = 1) there for a binary
     y), or None where no step was accepted."""
+    from loo_adapt.core.bernoulli import bernoulli_log_p1
     from loo_adapt.estimators.base import RowDraws
-    from loo_adapt.estimators.mixis import bernoulli_log_p1
 
     if i not in mm.log_weights:
         return None
