@@ -443,6 +443,17 @@ def format_compare(frame, digits: int = 1, *, p_worse: bool = True, simplify: bo
     Returns
     -------
     str
+
+    Examples
+    --------
+    >>> from loo_adapt.result import PointwiseLoo
+    >>> def res(e):
+    ...     e = np.asarray(e, dtype=float)
+    ...     return PointwiseLoo(e, *(np.zeros(3),) * 3, np.zeros(3), 0.7, 100, np.ones(3))
+    >>> cmp = compare({"m1": res([-1.0, -2.0, -1.5]), "m2": res([-1.5, -2.5, -1.7])},
+    ...               weights=())
+    >>> print(format_compare(cmp, unverified=False).splitlines()[2])
+         m2      -1.2     0.3    1.00   N < 100
     """
     cols = {"model": [str(i) for i in frame.index],
             "elpd_diff": _fr(frame["elpd_diff"], digits),

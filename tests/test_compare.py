@@ -16,6 +16,8 @@ from loo_adapt.compare import compare, format_compare, is_verified, plausible_ra
 from loo_adapt.evaluation.arviz import arviz_major
 from loo_adapt.result import PointwiseLoo
 
+pytestmark = pytest.mark.arviz1  # runs under arviz 1.x too (CI: -m arviz1)
+
 R_LOO = Path(__file__).parent / "data" / "r_loo"
 REF = json.loads((R_LOO / "reference.json").read_text())
 
@@ -162,7 +164,6 @@ def test_against_arviz_compare_this_line():
         assert cmp["diag_diff"].tolist() == ref["diag_diff"].tolist()
 
 
-@pytest.mark.arviz1
 def test_p_worse_and_diagnostics_against_arviz_stats():
     """arviz-stats 1.x computes p_worse with its dse (n variance): with that dse ours agrees;
     diag_diff strings equal, diag_elpd counts equal."""
