@@ -31,9 +31,13 @@ Plausible range of an unverified row (`plausible_range`):
   (plain arviz results) the upper end is ``elpd_i + high_k_factor * p_loo_i``; where neither
   ``p_loo_i`` nor the MCSE is known (arviz 0.x) the influence counts as one nat.
 
-Verified rows keep their estimate.  The range says nothing about ``se_diff`` (the sampling
-uncertainty of the data): ``may_flip`` asks whether the Monte Carlo and bias error of the
-unverified rows alone could reverse the order.
+Verified rows keep their estimate.  In ``diff_low`` / ``diff_high`` the high-k-hat rows
+(possible bias, which would not average out) sit at the ends of their ranges together, while
+the Monte Carlo errors of the other unverified rows, independent across rows, add in
+quadrature: ``elpd_diff +- 2 sqrt(sum mcse_i^2)`` (both models' unverified rows).  The range
+says nothing about ``se_diff`` (the sampling uncertainty of the data): ``may_flip`` asks
+whether the Monte Carlo and bias error of the unverified rows alone could reverse the
+order.
 """
 
 from __future__ import annotations
@@ -84,8 +88,9 @@ def is_verified(result) -> np.ndarray:
     """Per row, whether something that can see bias verified the estimate.
 
     Verified: reliable, with ``verified_by`` naming a check other than k-hat
-    ("certified", "mixis_mcse", "refit").  Rows accepted on k-hat alone (``verified_by``
-    "khat" or any label containing "khat" without "certif") are not verified.
+    ("certified", "mixis_mcse", "refit"), or a reliable refit (k-fold rows).  Rows accepted on
+    k-hat alone (``verified_by`` "khat" or any label containing "khat" without "certif") are
+    not verified.
 
     Parameters
     ----------
@@ -105,6 +110,7 @@ def is_verified(result) -> np.ndarray:
     """
     labels = [str(v) for v in result.verified_by]
     ok = np.array([bool(v) and ("khat" not in v or "certif" in v) for v in labels])
+    ok |= np.asarray(result.method, dtype=object) == "refit"
     return np.asarray(result.reliable, dtype=bool) & ok
 
 
@@ -124,7 +130,7 @@ def _read(name: str, res) -> _Model:
                         np.asarray(pw.pareto_k_after, dtype=float))
         kind = "loo"
         if not isinstance(res, PointwiseLoo):
-            kind = _kind(res) or "loo"
+            kind = "kfold" if getattr(res, "kfold", None) is not None else _kind(res) or "loo"
         return _Model(np.asarray(pw.elpd_i, float), np.asarray(pw.p_loo_i, float),
                       np.asarray(pw.lpd_i, float), np.asarray(pw.mcse_elpd_i, float), khat,
                       float(pw.good_k), int(pw.n_samples), kind, is_verified(pw),
@@ -374,23 +380,35 @@ def _unverified(is_best: bool, m: _Model, best: _Model, diff: np.ndarray,
                    verify=_verify_call(best, np.flatnonzero(~best.verified)))
         return out
     bad = ~(m.verified & best.verified)
-    lo_m, hi_m = _ranges(m, high_k_factor)
-    lo_b, hi_b = _ranges(best, high_k_factor)
-    low = np.where(bad, lo_m - hi_b, diff)
-    high = np.where(bad, hi_m - lo_b, diff)
+    lo_m, hi_m, bias_m, var_m = _sides(m, high_k_factor)
+    lo_b, hi_b, bias_b, var_b = _sides(best, high_k_factor)
+    # high-k-hat rows (bias) move to the ends of their ranges together; the Monte Carlo
+    # errors of the others are independent across rows and add in quadrature
+    spread = 2.0 * math.sqrt(float(np.sum(var_m) + np.sum(var_b)))
+    total = float(np.sum(diff))
+    low = total + float(np.sum(np.where(bias_m, lo_m - m.elpd_i, 0.0))
+                        - np.sum(np.where(bias_b, hi_b - best.elpd_i, 0.0))) - spread
+    high = total + float(np.sum(np.where(bias_m, hi_m - m.elpd_i, 0.0))
+                         - np.sum(np.where(bias_b, lo_b - best.elpd_i, 0.0))) + spread
     calls = [c for c in (_verify_call(m, np.flatnonzero(~m.verified)),
                          _verify_call(best, np.flatnonzero(~best.verified))) if c]
     out.update(n_unverified=int(bad.sum()), elpd_diff_unverified=float(np.sum(diff[bad])),
-               diff_low=float(np.sum(low)), diff_high=float(np.sum(high)),
-               may_flip=bool(np.sum(high) >= 0.0) if bad.any() else False,
+               diff_low=low, diff_high=high,
+               may_flip=bool(high >= 0.0) if bad.any() else False,
                verify="; ".join(dict.fromkeys(calls)))
     return out
 
 
-def _ranges(m: _Model, high_k_factor: float):
+def _sides(m: _Model, high_k_factor: float):
+    """Per row of one model: range ends, whether the row is a high-k-hat (bias) row, and
+    the Monte Carlo variance of an unverified row otherwise (0 for verified rows)."""
     low, high = plausible_range(m.elpd_i, m.mcse_i, m.khat, m.good_k, p_loo_i=m.p_loo_i,
                                 lpd_i=m.lpd_i, high_k_factor=high_k_factor)
-    return np.where(m.verified, m.elpd_i, low), np.where(m.verified, m.elpd_i, high)
+    k = np.full(m.elpd_i.size, np.nan) if m.khat is None else np.asarray(m.khat, float)
+    bias = ~m.verified & np.isfinite(k) & (k > m.good_k)
+    mcse = np.where(np.isfinite(m.mcse_i), m.mcse_i, 0.0)
+    var = np.where(~m.verified & ~bias, mcse**2, 0.0)
+    return low, high, bias, var
 
 
 def _order_stat_check(read: dict, order: list) -> None:

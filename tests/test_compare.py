@@ -216,7 +216,7 @@ def test_unverified_rows_ranges_and_flip_by_hand():
     assert cmp.index.tolist() == ["best", "worse"]
     assert row["n_unverified"] == 2
     assert row["elpd_diff_unverified"] == pytest.approx(-0.7, abs=1e-12)
-    # low: (-2.3 + 1) + (-1.3 + 1) + 0 = -1.6; high: (-1.1 + 1) + (-1.1 + 1) + 0 = -0.2
+    # low: -0.7 + (-2.3 + 1.5) - 2 * 0.05 = -1.6; high: -0.7 + (-1.1 + 1.5) + 0.1 = -0.2
     assert row["diff_low"] == pytest.approx(-1.6, abs=1e-12)
     assert row["diff_high"] == pytest.approx(-0.2, abs=1e-12)
     assert not row["may_flip"]
@@ -229,13 +229,19 @@ def test_unverified_rows_ranges_and_flip_by_hand():
     assert row["diff_high"] == pytest.approx(0.1, abs=1e-12)  # (-0.8 + 1) - 0.1
     assert row["may_flip"]
     assert is_verified(worse).tolist() == [False, False, True]
+    # k-fold rows: reliable refits whatever their label
+    kf = _pw([-1.0, -1.0], ["khat", ""], [np.nan] * 2, [0.1] * 2, [0.1] * 2, [-0.9] * 2,
+             method=["refit"] * 2)
+    assert is_verified(kf).tolist() == [True, False]
 
     # MixIS rows whose MCSE was too large: the advice is a refit
     mix = _pw([-1.5, -1.2, -1.0], ["", "", ""], [np.nan] * 3, [0.3] * 3, [0.1] * 3,
               [-0.9] * 3, method=["mixis"] * 3)
     row = compare({"mix": mix, "best": best}, weights=()).loc["mix"]
     assert "fallback=('refit',)" in row["verify"]
-    assert row["diff_high"] == pytest.approx(-0.7 + 3 * 0.6, abs=1e-12)
+    # three rows with MCSE 0.3 each, independent: -0.7 + 2 sqrt(3 * 0.09)
+    assert row["diff_high"] == pytest.approx(-0.7 + 2 * np.sqrt(0.27), abs=1e-12)
+    assert row["diff_low"] == pytest.approx(-0.7 - 2 * np.sqrt(0.27), abs=1e-12)
     assert row["may_flip"]
 
 
