@@ -250,8 +250,11 @@ def _arviz_weights(models: dict, method: str) -> dict:
     """Weights from the installed arviz's ``compare`` (stacking / pseudo-BMA)."""
     import arviz as az
 
-    from loo_adapt.evaluation.arviz import arviz_major
+    from loo_adapt.evaluation.arviz import arviz_major, to_elpd_data
+    from loo_adapt.result import PointwiseLoo
 
+    models = {k: to_elpd_data(v) if isinstance(v, PointwiseLoo) else v
+              for k, v in models.items()}
     kwargs = {"method": method}
     if arviz_major() >= 1:
         kwargs["round_to"] = "none"
@@ -273,7 +276,7 @@ def compare(models: dict, *, weights=("stacking", "pseudo-BMA"), high_k_factor: 
         too), or `PointwiseLoo`.  All must have the same observations.
     weights : arviz ``compare`` methods whose weights are added (``"stacking"``,
         ``"pseudo-BMA"``, ``"BB-pseudo-BMA"``); each becomes ``weight_<method>`` (lower case,
-        "-" as "_"); ``()`` for none (then any input works, e.g. `PointwiseLoo`).
+        "-" as "_"); ``()`` for none.
     high_k_factor : width of the plausible range of a high-k-hat row, in units of its
         ``p_loo_i`` (see `plausible_range`).
 
@@ -288,7 +291,8 @@ def compare(models: dict, *, weights=("stacking", "pseudo-BMA"), high_k_factor: 
     Raises
     ------
     ValueError
-        Fewer than two models, or models with different numbers of observations.
+        Fewer than two models, models with different numbers of observations, a result
+        without pointwise values or with a non-finite elpd_i.
 
     Warns
     -----
@@ -313,6 +317,13 @@ def compare(models: dict, *, weights=("stacking", "pseudo-BMA"), high_k_factor: 
         detail = ", ".join(f"'{k}' ({v})" for k, v in counts.items())
         raise ValueError("All models must have the same number of observations, but models "
                          f"have inconsistent observation counts: {detail}")
+    for name, m in read.items():
+        bad = np.flatnonzero(~np.isfinite(m.elpd_i))
+        if bad.size:
+            from loo_adapt.result import observation_label
+
+            raise ValueError(f"model {name!r} has non-finite pointwise elpd at observations "
+                             f"{observation_label(bad)}; compare needs every row")
     kinds = {m.kind for m in read.values()}
     if "kfold" in kinds and "loo" in kinds:
         warnings.warn("Comparing LOO-CV to K-fold-CV. For a more accurate comparison use the "

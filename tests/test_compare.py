@@ -267,6 +267,13 @@ def test_print_and_errors():
     assert type(cmp.iloc[:1]).__name__ == "DataFrame"
     with pytest.raises(ValueError, match="at least two models"):
         compare({"a": a})
+    nan = r_waic(example_ll())
+    nan.elpd_i[3] = np.nan
+    with pytest.raises(ValueError, match=r"'n' has non-finite pointwise elpd at observations 3"):
+        compare({"a": a, "n": nan}, weights=())
+    # a PointwiseLoo gets arviz's weights too (through its ELPDData)
+    w = compare({"a": a.loo_adapt, "b": b.loo_adapt})
+    np.testing.assert_allclose(w["weight_stacking"], cmp["weight_stacking"], atol=1e-12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         short = loo_adapt.loo(ll[..., :-1], reff=1.0)

@@ -107,10 +107,10 @@ def test_normal_predictive_closed_forms_through_row_draws():
     res = _quiet(loo_adapt.loo, ll)
     yrep = np.zeros((1, 400, 3))
     crps = loo_score(res, y, yrep, row_draws=own)
-    np.testing.assert_allclose(crps.pointwise, normal_crps(y, mu, sd), atol=2e-3)
+    np.testing.assert_allclose(crps.pointwise, normal_crps(y, mu, sd), atol=5e-5)
     scrps = loo_score(res, y, yrep, kind="scrps", row_draws=own)
-    np.testing.assert_allclose(scrps.pointwise, normal_scrps(y, mu, sd), atol=2e-3)
-    assert crps.mean == pytest.approx(np.mean(normal_crps(y, mu, sd)), abs=2e-3)
+    np.testing.assert_allclose(scrps.pointwise, normal_scrps(y, mu, sd), atol=5e-5)
+    assert crps.mean == pytest.approx(np.mean(normal_crps(y, mu, sd)), abs=5e-5)
 
 
 def test_mixis_rows_use_the_mixture_draws():
