@@ -108,10 +108,8 @@ def is_verified(result) -> np.ndarray:
     >>> is_verified(res).tolist()
     [False, True, False]
     """
-    labels = [str(v) for v in result.verified_by]
-    ok = np.array([bool(v) and ("khat" not in v or "certif" in v) for v in labels])
-    ok |= np.asarray(result.method, dtype=object) == "refit"
-    return np.asarray(result.reliable, dtype=bool) & ok
+    refit = np.asarray(result.method, dtype=object) == "refit"
+    return np.asarray(result.checked_for_bias) | (np.asarray(result.reliable, bool) & refit)
 
 
 def _arr(x) -> np.ndarray:
@@ -236,13 +234,15 @@ def plausible_range(elpd_i, mcse_i, khat, good_k, *, p_loo_i=None, lpd_i=None,
 def _verify_call(model: _Model, rows: np.ndarray) -> str:
     """The call that would verify ``rows`` of one model ("" when all are verified); the
     advice of `loo_adapt.loo`'s own warning."""
+    from loo_adapt.advice import next_step
+
     if rows.size == 0:
         return ""
     methods = {str(m) for m in model.method[rows]}
-    if methods & {"mixis", "mixis+psis"}:
-        return ("loo_adapt.loo(fit, program=loo_adapt.StanProgram(stan_file, data), "
-                "fallback=('refit',))")
-    return "loo_adapt.loo(fit, program=loo_adapt.StanProgram(stan_file, data))"
+    step = next_step(had_program=bool(methods & {"mixis", "mixis+psis", "refit", "mm"}),
+                     n_unverified=int(rows.size))
+    return step.split(": ", 1)[-1] if step.startswith("refit them") else step.replace(
+        "verify them with ", "")
 
 
 # --------------------------------------------------------------------------- weights

@@ -435,6 +435,7 @@ def kfold(
         pareto_k=np.full(n, np.nan), good_k=0.7, n_samples=int(n_draws.min()),
         r_eff=1.0, method=np.full(n, "refit", dtype=object), loo_prob=loo_prob,
         y=np.asarray(y, dtype=float) if binary else None, diagnostic=ess, reliable=reliable,
+        verified_by=np.where(reliable, "refit", "").astype(object),
     )
     out = to_elpd_data(result, scale=scale)
     out.kfold = {"folds": fold_of, "fold_status": fold_status, "fold_reason": fold_reason,

@@ -238,7 +238,7 @@ def test_unverified_rows_ranges_and_flip_by_hand():
     mix = _pw([-1.5, -1.2, -1.0], ["", "", ""], [np.nan] * 3, [0.3] * 3, [0.1] * 3,
               [-0.9] * 3, method=["mixis"] * 3)
     row = compare({"mix": mix, "best": best}, weights=()).loc["mix"]
-    assert "fallback=('refit',)" in row["verify"]
+    assert "refit_kwargs={'max_refits': 3}" in row["verify"]  # advice.next_step's call
     # three rows with MCSE 0.3 each, independent: -0.7 + 2 sqrt(3 * 0.09)
     assert row["diff_high"] == pytest.approx(-0.7 + 2 * np.sqrt(0.27), abs=1e-12)
     assert row["diff_low"] == pytest.approx(-0.7 - 2 * np.sqrt(0.27), abs=1e-12)
