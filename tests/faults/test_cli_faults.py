@@ -264,14 +264,16 @@ def test_repeated_warnings_collapsed(capsys):
 def test_fit_progress_labels(monkeypatch, tmp_path):
     """The fit bar says what runs: no "mixture (MixIS) fit" without --mixis."""
     shown = []
-    real = cli._Stages
+    from loo_adapt.cli import fit
+
+    real = fit._Stages
 
     class Recording(real):
         def close(self):
             shown.append(list(self.labels))
             super().close()
 
-    monkeypatch.setattr(cli, "_Stages", Recording)
+    monkeypatch.setattr(fit, "_Stages", Recording)
     X = np.random.default_rng(1).normal(size=(20, 2))
     y = (X[:, 0] > 0).astype(int)
     csv = tmp_path / "xy.csv"
@@ -325,7 +327,7 @@ def test_resume_and_scheduler_reach_the_refits(tmp_path, capsys, monkeypatch):
     rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit"))
     assert got["checkpoint"] == str(tmp_path / "rep" / cli.CHECKPOINT)
     # an address where no scheduler listens: one line naming the option
-    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 2)
+    monkeypatch.setattr(cli.evaluate, "SCHEDULER_TIMEOUT", 2)
     rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit",
                                          "--scheduler", "tcp://127.0.0.1:9"))
     assert rc == 1 and "--scheduler tcp://127.0.0.1:9: cannot connect" in _one_line(err)
