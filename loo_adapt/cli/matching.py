@@ -109,7 +109,7 @@ def check_family_draws(family: str, model_option: str, names: dict, draws, csv) 
             fits = [f for f, roles in ((f, _registry.resolve(p).roles)
                                        for f, p in FAMILIES.items())
                     if f != family and set(roles.values()) - {None} <= have]
-            hint = f" (they look like a fit of --model {' or '.join(fits)})" if fits else ""
+            hint = f", like a fit of --model {' or '.join(fits)}" if fits else ""
             raise MismatchError(
                 f"--model {model_option} reads the parameter {name!r} ({role}), which the "
                 f"draws in {csv} do not hold; they hold {_listed(sorted(have))}{hint}. Give "

@@ -72,9 +72,16 @@ def _say(args, *text):
 
 
 # --------------------------------------------------------------------------- wording
+_FLAGS = {"max_refits": "--max-refits", "max_seconds": "--max-seconds",
+          "prior_sd": "--prior-sd", "scale_icept": "--scale-icept", "seed": "--seed",
+          "khat_threshold": "--threshold"}
+
 #: Python keywords in the library's messages -> the options of this tool, applied in order
 _CLI_WORDS = [
-    (re.compile(r"(?:loo\(\.\.\., )?program=(?:loo_adapt\.)?StanProgram\([^)]*\)\)?"),
+    # "loo(..., a=x, b=y)": the arguments alone, translated below
+    (re.compile(r"\bloo\(\.\.\.,\s*((?:[^()]|\([^()]*(?:\([^()]*\)[^()]*)*\))*)\)"),
+     lambda m: m.group(1)),
+    (re.compile(r"\bprogram=(?:loo_adapt\.)?StanProgram\([^)]*\)"),
      "--program FILE.stan --data DATA.json"),
     (re.compile(r"\bprogram=(?:\.\.\.)?"), "--program FILE.stan --data DATA.json"),
     (re.compile(r"\bfallback=\(([^)]*)\)"),
@@ -84,15 +91,16 @@ _CLI_WORDS = [
     (re.compile(r"\bmixis_draws=(?:\.\.\.)?"), "--mixis-csv"),
     (re.compile(r"\brefit_kwargs\[['\"](\w+)['\"]\]"),
      lambda m: "--" + m.group(1).replace("_", "-")),
-    (re.compile(r"\b(max_refits|max_seconds|prior_sd|scale_icept|seed)=(?=[\w\-+'\"])"),
-     lambda m: "--" + m.group(1).replace("_", "-") + " "),
-    (re.compile(r"\b(max_refits|max_seconds|prior_sd|scale_icept|seed)=(?:\.\.\.)?"),
-     lambda m: "--" + m.group(1).replace("_", "-")),
-    (re.compile(r"\bkhat_threshold\b"), "--threshold"),
+    (re.compile(r"\b(max_refits|max_seconds|prior_sd|scale_icept|seed|khat_threshold)="
+                r"(?=[\w\-+'\"])"), lambda m: _FLAGS[m.group(1)] + " "),
+    (re.compile(r"\b(max_refits|max_seconds|prior_sd|scale_icept|seed|khat_threshold)"
+                r"=(?:\.\.\.)?"), lambda m: _FLAGS[m.group(1)]),
+    # bare names that are options only (prior_sd, scale_icept also name data entries)
+    (re.compile(r"\b(max_refits|max_seconds|khat_threshold)\b"),
+     lambda m: _FLAGS[m.group(1)]),
     (re.compile(r"\by=(?:\.\.\.)?"), "--data (a JSON with y)"),
     (re.compile(r"; pass method=$"), "; pass the CSV files as CmdStan wrote them (their "
                                      "'# method = sample' comment names the method)"),
-    (re.compile(r"\bloo\(\.\.\.,\s*"), ""),
     # "python words (CLI: --flag)" is now "--flag (CLI: --flag)": keep one
     (re.compile(r"\s*\((?:CLI|command line): [^)]*\)"), ""),
 ]
