@@ -70,6 +70,16 @@ def test_evaluate_plain_psis_and_paper_rule(tmp_path, capsys):
     assert np.array_equal(np.array(plain["pointwise"]["pareto_k"], float), ref.pareto_k)
     assert set(plain["pointwise"]["method"]) == {"psis"} and plain["candidates"] == []
     assert rc == 3  # 29 of 54 observations above the threshold (fixture README)
+    # the draws alone (no --model, no --data): the same PSIS-LOO, and the next step named in
+    # the tool's options
+    rc = main(["evaluate", str(SAMPLE), "--out", str(tmp_path / "c")])
+    printed = capsys.readouterr().out
+    alone = _results(tmp_path / "c")
+    assert rc == 3 and alone["pointwise"]["elpd_i"] == plain["pointwise"]["elpd_i"]
+    assert (f"Next: {alone['n_unreliable']} observations still without a verified estimate"
+            in printed)
+    assert "add --program FILE.stan --data DATA.json" in printed
+    assert "fallback=(" not in printed and "program=" not in printed
     main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model", "logistic",
           "--transforms", "kl", "ll", "--selection", "min_khat", "--out", str(tmp_path / "b"),
           "-q"])
@@ -252,14 +262,25 @@ def test_evaluate_draws_alone_match_arviz(poisson_csv, tmp_path, capsys):
         stored["pointwise"]["elpd_i"]
 
 
-def test_evaluate_any_program_trust_path(poisson_csv, tmp_path, capsys):
+def test_evaluate_any_program_trust_path(poisson_csv, tmp_path, capsys, monkeypatch):
     """--program FILE.stan --data DATA.json: MixIS on every observation (refits budgeted),
     within Monte Carlo error of PSIS where PSIS is easy (every k-hat below 0.7 here)."""
+    from loo_adapt.cli import evaluate
+
+    shown = []
+
+    class Recording(evaluate._Stages):
+        def close(self):
+            shown.append(list(self.labels))
+            super().close()
+
+    monkeypatch.setattr(evaluate, "_Stages", Recording)
     out = tmp_path / "trust"
     rc = main(["evaluate", str(poisson_csv), "--program", str(POISSON / "poisson.stan"),
                "--data", str(POISSON_DATA), "--out", str(out), "--max-refits", "1",
                "--backend", "stanli", "--seed", "3", "-q"])
     stored = _results(out)
+    assert shown == [["reading draws", "LOO (mixture fit, MixIS, refits)", "writing report"]]
     methods = set(stored["pointwise"]["method"])
     assert methods <= {"mixis", "mixis+psis", "refit"} and methods & {"mixis", "mixis+psis"}
     assert stored["pointwise"]["method"].count("refit") <= 1
