@@ -72,14 +72,16 @@ def cmd_fit(args) -> int:
               seed=args.seed, adapt_delta=args.adapt_delta)
     backend = stan.select_backend(args.backend)
     stages = _Stages([f"{backend} NUTS fit of {name}"]
-                     + ([f"{backend} mixture (MixIS) fit"] if args.mixis else []), args.quiet)
+                     + ([f"{backend} mixture (MixIS) fit"] if args.mixis else []), args.quiet,
+                     ticking=True)
     t0 = time.perf_counter()
     try:
         draws = stan.fit(name, data, **kw)
         config = {"warmup": args.warmup, "seed": args.seed,
                   "adapt_delta": args.adapt_delta or 0.8}
         files = write_stan_csv(draws, out, name, model=name, config=config)
-        stages.next(f"{backend} mixture (MixIS) fit" if args.mixis else None)
+        stages.next(f"{backend} mixture (MixIS) fit" if args.mixis else None,
+                    ticking=args.mixis)
         mix_files = []
         if args.mixis:
             mix = stan.fit(name, data, mixis=True, **{**kw, "seed": args.seed + 1})
@@ -134,16 +136,16 @@ def cmd_demo(args) -> int:
     fit_kw = dict(backend=backend, chains=settings["chains"], draws=settings["draws"],
                   warmup=settings["warmup"], adapt_delta=0.95)
     stages = _Stages(["NUTS fit (posterior)", "NUTS fit (MixIS mixture)", "LOO",
-                      "report"], args.quiet)
+                      "report"], args.quiet, ticking=True)
     try:
         t0 = time.perf_counter()
         draws = stan.fit("logistic_rhs", data, seed=1, **fit_kw)
         t_fit = time.perf_counter() - t0
-        stages.next("NUTS fit (MixIS mixture)")
+        stages.next("NUTS fit (MixIS mixture)", ticking=True)
         t0 = time.perf_counter()
         mix = stan.fit("logistic_rhs", data, seed=2, mixis=True, **fit_kw)
         t_mix = time.perf_counter() - t0
-        stages.next("LOO (PSIS, then MixIS for every observation)")
+        stages.next("LOO (PSIS, then MixIS for every observation)", ticking=True)
         t0 = time.perf_counter()
         model = model_for("logistic_rhs", data)
         res = _loo_quietly(args.quiet, data=draws, model=model, estimator="mixis",

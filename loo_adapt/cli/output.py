@@ -20,13 +20,13 @@ EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 class _Stages:
     """A tqdm bar over the named stages of a command (silent with --quiet).
 
-    ``next(desc, ticking=True)`` starts a stage that may take long (a mixture fit, refits):
-    its elapsed time is redrawn every second until the next stage, so a long call is seen
-    to be running."""
+    ``next(desc, ticking=True)`` (or ``ticking=True`` for the first stage) starts a stage
+    that may take long (a fit, refits): its elapsed time is redrawn every second until the
+    next stage, so a long call is seen to be running."""
 
     TICK = 1.0
 
-    def __init__(self, stages, quiet: bool):
+    def __init__(self, stages, quiet: bool, *, ticking: bool = False):
         self.quiet = quiet
         self.bar = None
         self.labels = [stages[0]]  # every label shown, in order
@@ -37,11 +37,17 @@ class _Stages:
             self.bar = tqdm(total=len(stages), desc=stages[0], unit="step", file=sys.stderr,
                             bar_format="{desc:<34s}|{bar:20}| {n_fmt}/{total_fmt} "
                                        "[{elapsed}]", leave=False)
+            if ticking:
+                self._start_ticking()
 
     def _stop_ticking(self):
         if self._stop is not None:
             self._stop.set()
             self._stop = None
+
+    def _start_ticking(self):
+        self._stop = threading.Event()
+        threading.Thread(target=self._tick, args=(self._stop, self.bar), daemon=True).start()
 
     def _tick(self, stop: threading.Event, bar):
         while not stop.wait(self.TICK):
@@ -56,9 +62,7 @@ class _Stages:
             if desc:
                 self.bar.set_description_str(desc)
             if ticking:
-                self._stop = threading.Event()
-                threading.Thread(target=self._tick, args=(self._stop, self.bar),
-                                 daemon=True).start()
+                self._start_ticking()
 
     def close(self):
         self._stop_ticking()
