@@ -41,7 +41,6 @@ def _build_model(family: str, data: dict, names: dict, prior_sd=None, scale_icep
         raise InputError(str(err)) from None
 
 
-
 def _refit_options(args, out: pathlib.Path, stack: contextlib.ExitStack, refits: bool) -> dict:
     """refit_kwargs of `evaluate`: limits, then (with refits) the checkpoint folder and the
     executor."""

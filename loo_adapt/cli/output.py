@@ -113,6 +113,17 @@ _CLI_WORDS = [
 def cli_message(text: str) -> str:
     """A library message in the words of this tool: option names instead of Python's.
 
+    Parameters
+    ----------
+    text : a message of the library (an error, a warning, a summary line).
+
+    Returns
+    -------
+    str
+        The message with Python arguments (``fallback=(...)``, ``program=StanProgram(...)``,
+        ``khat_threshold``, ``refit_kwargs['max_refits']``, ...) replaced by the options of
+        ``loo-adapt evaluate``; "(CLI: ...)" asides dropped, as they are now the text.
+
     Examples
     --------
     >>> cli_message("Estimate them with fallback=('mixis', 'refit') (CLI: --fallback mixis "
@@ -140,6 +151,17 @@ def next_step(res, *, program: bool, model: bool, mixis_draws: bool) -> str:
     mixture draws, nothing) and what is still unreliable. (The library's own advice,
     shared by its messages and `summary()`, can replace the body; the CLI then prints it
     through `cli_message`.)
+
+    Parameters
+    ----------
+    res : the result of `loo_adapt.loo` (an ELPDData with ``.loo_adapt``).
+    program, model, mixis_draws : whether the run had a Stan program, a model family,
+        draws of the mixture.
+
+    Returns
+    -------
+    str
+        One line starting with "Next:", or "" when every observation is verified.
     """
     bad = int(np.sum(res.loo_adapt.unreliable))
     if not bad:
