@@ -188,7 +188,10 @@ def cmd_evaluate(args) -> int:
         if stan_file is not None:
             from loo_adapt.stan.program import StanProgram
 
-            program = StanProgram(stan_file, data, backend=args.backend)
+            program = StanProgram(stan_file, data, backend=args.backend,
+                                  obs_dim_vars=args.obs_vars)
+            if plan["refits"]:
+                program.observation_vars()  # which entries a refit drops: known, or an error
         refit_kwargs = _refit_options(args, out, stack, plan["refits"])
         stages.next(_loo_label(plan, model), ticking=True)
         res = _loo_quietly(

@@ -102,6 +102,7 @@ _CLI_WORDS = [
     # bare names that are options only (prior_sd, scale_icept also name data entries)
     (re.compile(r"\b(max_refits|max_seconds|khat_threshold)\b"),
      lambda m: _FLAGS[m.group(1)]),
+    (re.compile(r"\bobs_dim_vars(?:=\[\.\.\.\]|=)?"), "--obs-vars NAME..."),
     (re.compile(r"\by=(?:\.\.\.)?"), "--data (a JSON with y)"),
     (re.compile(r"; pass method=$"), "; pass the CSV files as CmdStan wrote them (their "
                                      "'# method = sample' comment names the method)"),

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--program", "--stan", dest="program", metavar="FILE.stan",
                     help="the Stan program of the draws: adds mixture IS (MixIS) and refits; "
                          "with --model, replaces the bundled program")
+    ev.add_argument("--obs-vars", nargs="+", metavar="NAME",
+                    help="--program's per-observation data entries (their first axis is the "
+                         "observation; default: every entry whose first dimension is N)")
     ev.add_argument("--model", choices=models, metavar="MODEL",
                     help="logistic | logistic-rhs | relu (or a bundled program name): adds "
                          "adaptive IS")

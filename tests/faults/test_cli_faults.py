@@ -576,3 +576,22 @@ def test_quiet_silences_cmdstanpy_set_up_inside_the_command(tmp_path, capsys, mo
     assert "start processing" not in err and "a warning stays" in err
     _, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "b", "--verbose"))
     assert "Chain [1] start processing" in err
+
+
+def test_refits_need_to_know_the_per_observation_entries(tmp_path, capsys, nothing_runs):
+    """A scalar equal to N makes the per-observation entries ambiguous: said before any
+    fit, with the option that settles it (--obs-vars), which then lets the run start."""
+    data = json.loads((POISSON / "poisson.data.json").read_text())
+    path = _json(tmp_path, "twin.json", {**data, "M": data["N"]})
+    csv = tmp_path / "poisson.csv"  # any CSV with the program's parameters and 30 columns
+    names = ["lp__", "a", "b.1", "b.2"] + [f"log_lik.{i}" for i in range(1, 31)]
+    csv.write_text("# method = sample\n" + ",".join(names) + "\n"
+                   + "\n".join(",".join(["-1.0"] * len(names)) for _ in range(4)) + "\n")
+    args = ["evaluate", csv, "--program", POISSON / "poisson.stan", "--data", path,
+            "--out", tmp_path / "rep", "-q", "--backend", "stanli"]
+    rc, _, err = _run(capsys, *args)
+    line = _one_line(err)
+    assert rc == 1 and "['M'] equals N = 30" in line and "--obs-vars NAME..." in line
+    assert "obs_dim_vars" not in line
+    rc, _, err = _run(capsys, *args, "--obs-vars", "x", "count")
+    assert "work started before the mismatch was found" in _one_line(err)
