@@ -254,7 +254,7 @@ def test_evaluate_draws_alone_match_arviz(poisson_csv, tmp_path, capsys):
         assert (out / name).is_file()
     assert not (out / "roc.png").exists()  # counts, not a binary outcome
 
-    # --data without --model/--program: checked against the draws, and gives the same LOO
+    # --data without --model/--program only lends y to the report (counts here: none)
     rc2 = main(["evaluate", str(poisson_csv), "--data", str(POISSON_DATA), "--out",
                 str(tmp_path / "with_data"), "--reff", "1", "-q"])
     assert rc2 == rc

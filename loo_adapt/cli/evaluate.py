@@ -174,7 +174,7 @@ def cmd_evaluate(args) -> int:
         if n is None:
             raise InputError(f"the draws in {csv} have no log_lik: the Stan program must write "
                              "'generated quantities { vector[N] log_lik; ... }'")
-        if data is not None:
+        if family or args.program:  # (--data alone only lends y to the report)
             matching.check_observations(data, args.data, n)
         if family:
             matching.check_family_draws(family, args.model, names, draws, csv)

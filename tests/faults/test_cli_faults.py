@@ -461,7 +461,7 @@ def test_data_with_another_number_of_observations(tmp_path, capsys, nothing_runs
     data = json.loads(DATA_JSON.read_text())
     fewer = {**data, "N": 50, "X": data["X"][:50], "y": data["y"][:50]}
     path = _json(tmp_path, "fewer.json", fewer)
-    for extra in (["--model", "logistic"], ["--program", DATA / "logistic_normal.stan"], []):
+    for extra in (["--model", "logistic"], ["--program", DATA / "logistic_normal.stan"]):
         rc, _, err = _run(capsys, "evaluate", SAMPLE, "--data", path, "--out",
                           tmp_path / "rep", "-q", *extra)
         line = _one_line(err)
