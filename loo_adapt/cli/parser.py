@@ -56,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--names", help="Stan variable names, e.g. coef=beta,intercept=alpha "
                                     "(relu: W1=..,b1=..,w2=..,b2=..; intercept=none drops it)")
     ev.add_argument("--out", required=True, help="report directory")
-    ev.add_argument("--mixis-csv", nargs="+", help="draws of the MixIS mixture proposal "
-                                                   "(adds the mixis fallback)")
+    ev.add_argument("--mixis-csv", nargs="+", help="draws of the MixIS mixture proposal, "
+                                                   "already fitted (MixIS without a program)")
     ev.add_argument("--fallback", nargs="+", choices=FALLBACKS, default=[],
                     help="estimators for observations still unreliable, in order")
     ev.add_argument("--transforms", nargs="+", choices=ALL_TRANSFORMS,
