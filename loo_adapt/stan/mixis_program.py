@@ -39,7 +39,9 @@ FLAG_LINES = ("int<lower=0, upper=1> mixis;", "int<lower=0> mixis_n_rows;",
 TARGET_LINE = ("if (mixis) { if (mixis_n_rows == 0) target += log_sum_exp(-log_lik_local); "
                "else target += log_sum_exp(-log_lik_local[mixis_rows]); }")
 _RESERVED = ("mixis", "mixis_n_rows", "mixis_rows")
-_DENSITY = re.compile(r"\b\w+_(?:lpmf|lpdf|lupmf|lupdf)\s*\(")
+# what a log density is computed with: density functions, or log-scale closed forms
+_DENSITY = re.compile(r"\b(?:\w+_(?:lpmf|lpdf|lupmf|lupdf|lcdf|lccdf)|log\w*|lgamma|lbeta|"
+                      r"lchoose|lmgamma|lmultiply|binomial_coefficient_log)\s*\(")
 _RNG = re.compile(r"\b\w+_rng\s*\(")
 _LOCAL_VECTOR = re.compile(r"\b(?:simplex|unit_vector|sum_to_zero_vector|ordered|"
                            r"positive_ordered)\b")
@@ -167,7 +169,8 @@ def _rewrite(code: str, log_lik: str) -> str:
     if not _DENSITY.search(text) and not any(re.search(rf"\b{f}\s*\(", text) for f in users):
         raise MixisProgramError(
             f"{log_lik!r} is not computed from *_lpmf / *_lpdf statements in generated "
-            f"quantities (directly or in a user function); {_howto(log_lik)}")
+            f"quantities (directly, in a user function, or in closed form with log, "
+            f"log1p_exp, lgamma, ...); {_howto(log_lik)}")
 
     # every name the copy declares is prefixed (no clash with model-block locals)
     names = {n for st in kept for n in st.declares}

@@ -96,13 +96,16 @@ def find_stanc() -> str | None:
     return _find(key)
 
 
-def _run(stanc: str, code: str, *flags: str) -> subprocess.CompletedProcess:
+def _run(stanc: str, code: str, *flags: str) -> tuple[int, str, str]:
+    """(return code, output written with ``--o``, stderr) of stanc on a program text."""
     with tempfile.TemporaryDirectory(prefix="loo_adapt_stanc_") as tmp:
         source = pathlib.Path(tmp) / "program.stan"
+        target = pathlib.Path(tmp) / "out.txt"
         source.write_text(code)
-        return subprocess.run([stanc, *flags, "--o", str(pathlib.Path(tmp) / "out.hpp"),
-                               str(source)], capture_output=True, text=True, timeout=_TIMEOUT,
-                              cwd=tmp)
+        r = subprocess.run([stanc, *flags, "--o", str(target), str(source)],
+                           capture_output=True, text=True, timeout=_TIMEOUT, cwd=tmp)
+        out = target.read_text() if target.is_file() else r.stdout
+        return r.returncode, out, (r.stderr or r.stdout).strip()
 
 
 def canonical(code: str, stanc: str | None = None) -> str | None:
@@ -123,10 +126,10 @@ def canonical(code: str, stanc: str | None = None) -> str | None:
     if stanc is None:
         return None
     try:
-        r = _run(stanc, code, "--print-canonical")
+        rc, out, _ = _run(stanc, code, "--print-canonical")
     except (OSError, subprocess.SubprocessError):
         return None
-    return r.stdout if r.returncode == 0 and r.stdout.strip() else None
+    return out if rc == 0 and out.strip() else None
 
 
 def syntax_error(code: str, *, use_stanc: bool = True) -> str | None:
@@ -149,10 +152,10 @@ def syntax_error(code: str, *, use_stanc: bool = True) -> str | None:
     stanc = find_stanc() if use_stanc else None
     if stanc is not None:
         try:
-            r = _run(stanc, code)
-        except (OSError, subprocess.SubprocessError) as err:
-            return f"stanc could not run: {err}"
-        return None if r.returncode == 0 else (r.stderr or r.stdout).strip()
+            rc, _, err = _run(stanc, code)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"stanc could not run: {exc}"
+        return None if rc == 0 else err
     try:
         import stanli
     except ImportError:
