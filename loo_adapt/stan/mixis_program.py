@@ -4,11 +4,14 @@ cheaper mixture fit warm-started from the posterior fit (an edge module: it runs
 Mixture importance sampling (Silva & Zanella 2023) needs draws from
 ``p(theta | D) * sum_i 1 / p(y_i | theta)``: the model block adds
 ``target += log_sum_exp(-log_lik)`` when a data flag ``mixis`` is set.  The bundled programs
-carry the flag; :func:`add_mixis_flag` writes it into a user's program whose generated
-quantities compute ``log_lik`` from ``*_lpmf`` / ``*_lpdf`` statements, by copying that
-computation (and the generated-quantity locals it reads) into the model block under
-``if (mixis) { ... }`` with every copied name prefixed, so ``mixis = 0`` leaves the log
-density exactly as it was.
+carry the flag; :func:`add_mixis_flag` writes it into a user's program: the statements of
+generated quantities that ``log_lik`` depends on (sliced out of loops and local blocks by
+:mod:`loo_adapt.stan.stan_source`; ``y_rep`` and other quantities stay behind) are copied
+into the model block under ``if (mixis) { ... }`` with every copied name prefixed, so
+``mixis = 0`` leaves the log density exactly as it was. The data block gains ``mixis``,
+``mixis_n_rows`` and ``mixis_rows`` (``FLAG_LINES``; a mixture over the rows
+``mixis_rows``, or every row when ``mixis_n_rows = 0``) and the model block ends with
+``TARGET_LINE``.
 
 :func:`fit_mixture` samples the mixture with the posterior fit as a pilot: inverse metric
 (diagonal) from the variance of the posterior draws on the unconstrained scale, step size from
@@ -187,7 +190,8 @@ def _rewrite(code: str, log_lik: str) -> str:
         text = rename.sub(lambda m: prefix + m.group(1), text)
         return _local_type(text) if st.kind == "decl" and st in top_level else text
 
-    body = _src.emit(code, masked, stmts, kept, 2, simple)
+    # copied without comments (a comment inside a joined header would swallow code)
+    body = _src.emit(_src.mask(code, strings=False), masked, stmts, kept, 2, simple)
     target = TARGET_LINE.replace("log_lik_local", local)
     addition = "\n".join([
         "  // mixture-IS proposal (Silva & Zanella 2023), written by loo_adapt: the pointwise",

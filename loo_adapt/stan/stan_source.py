@@ -38,8 +38,9 @@ class SourceError(ValueError):
     """The program text cannot be read (unbalanced brackets, unknown block...)."""
 
 
-def mask(code: str) -> str:
-    """The code with comments and string literals blanked (same length, newlines kept)."""
+def mask(code: str, strings: bool = True) -> str:
+    """The code with comments and string literals blanked (same length, newlines kept);
+    ``strings=False`` keeps the string literals (comments only are blanked)."""
     out = list(code)
     i, n = 0, len(code)
     while i < n:
@@ -56,9 +57,10 @@ def mask(code: str) -> str:
         else:
             i += 1
             continue
-        for k in range(i, j):
-            if out[k] != "\n":
-                out[k] = " "
+        if strings or code[i] != '"':
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
         i = j
     return "".join(out)
 

@@ -276,3 +276,29 @@ def test_mixis_through_loo_agrees_with_psis_where_psis_is_easy(name, make):
     assert np.all(np.abs(res.elpd_i - psis.elpd_i) < 4 * se)
     total_se = np.sqrt(np.sum(res.mcse_elpd_i ** 2) + np.sum(psis.mcse_elpd_i ** 2))
     assert abs(res.elpd_i.sum() - psis.elpd_i.sum()) < 3 * total_se
+
+
+def test_comment_inside_a_loop_header_does_not_swallow_code(tmp_path):
+    code = _BASE.replace("for (n in 1:N) {", "for (n in 1:  // every row\n       N) {")
+    flagged = add_mixis_flag(code, use_stanc=False)
+    assert "every row" not in flagged[flagged.index("log_lik_local;"):flagged.index(TARGET_LINE)]
+    data = _logistic(np.random.default_rng(4))
+    path = tmp_path / "flagged.stan"
+    path.write_text(flagged)
+    on = _density(path, data, mixis=1, mixis_n_rows=0, mixis_rows=[])
+    original = _density(PROGRAMS / "loop_yrep.stan", data)
+    U = np.random.default_rng(5).normal(size=(4, original.n_params))
+    np.testing.assert_allclose(on.log_density(U) - original.log_density(U),
+                               logsumexp(-original.log_lik(U), axis=1), rtol=1e-12, atol=1e-10)
+
+
+def test_stanc_lookup_can_be_turned_off(monkeypatch):
+    from loo_adapt.stan import stanc
+
+    monkeypatch.setenv("LOO_ADAPT_STANC", "none")
+    assert stanc.find_stanc() is None and stanc.canonical(_BASE) is None
+    with pytest.raises(MixisProgramError, match="no stanc"):
+        add_mixis_flag(_BASE, use_stanc=True)
+    # without stanc, stanli's embedded compiler still checks the syntax
+    assert stanc.syntax_error(_BASE) is None
+    assert "alpha" in stanc.syntax_error(_BASE.replace("real alpha;", "real alpha"))
