@@ -156,8 +156,10 @@ def _rewrite(code: str, log_lik: str) -> str:
         raise MixisProgramError(f"{err}; {_howto(log_lik)}") from None
     top = [st for st in stmts if st.kind == "decl" and log_lik in st.declares]
     if not top:
+        names = [n for st in stmts if st.kind == "decl" for n in st.declares]
         raise MixisProgramError(
-            f"generated quantities declare no {log_lik!r} at their top level; {_howto(log_lik)}")
+            f"generated quantities declare no {log_lik!r} at their top level (they declare "
+            f"{names}; pass log_lik= to name the pointwise log-likelihood); {_howto(log_lik)}")
     size = _size(masked[top[0].start:top[0].end], log_lik)
     kept = _src.slice_statements(masked, stmts, log_lik)
     pieces = [masked[st.start:st.end] if st.kind in ("decl", "simple")
