@@ -78,6 +78,7 @@ def _combine_chains(parts: list[Draws]) -> Draws:
         log_q=cat([p.log_q for p in parts]), sample_stats=stats, source=source,
     )
 
+_NOT_PER_OBS = ("N", "mixis", "mixis_n_rows", "mixis_rows")
 _MIXIS_DECL = re.compile(r"\bint\s*<[^>]*>\s*mixis\s*;|\bint\s+mixis\s*;")
 
 
@@ -234,9 +235,10 @@ class StanProgram:
         if self.obs_dim_vars is not None:
             return dict(self.obs_dim_vars)
         n = self.n_obs
-        per_obs = {k: 0 for k, v in self.data.items() if k != "N" and _leading_dim(v) == n}
-        twins = sorted(k for k, v in self.data.items()
-                       if k != "N" and _is_size_scalar(v) and int(v) == n)
+        # the mixture-IS flags are never per-observation (mixis_rows may have N entries)
+        rest = {k: v for k, v in self.data.items() if k not in _NOT_PER_OBS}
+        per_obs = {k: 0 for k, v in rest.items() if _leading_dim(v) == n}
+        twins = sorted(k for k, v in rest.items() if _is_size_scalar(v) and int(v) == n)
         if twins and per_obs:
             raise ValueError(
                 f"cannot tell which data entries are per-observation: {twins} "

@@ -302,3 +302,14 @@ def test_stanc_lookup_can_be_turned_off(monkeypatch):
     # without stanc, stanli's embedded compiler still checks the syntax
     assert stanc.syntax_error(_BASE) is None
     assert "alpha" in stanc.syntax_error(_BASE.replace("real alpha;", "real alpha"))
+
+
+def test_mixis_rows_of_every_row_are_not_an_observation_entry():
+    """data_without keeps mixis_rows whole even when it lists N rows (N rows and a twin
+    mixis_n_rows == N would otherwise look per-observation)."""
+    data = _logistic(np.random.default_rng(0))
+    prog = StanProgram(PROGRAMS / "loop_yrep.stan", data, backend="stanli").with_mixis()
+    n = prog.n_obs
+    prog.data.update(mixis_n_rows=n, mixis_rows=np.arange(1, n + 1))
+    assert set(prog.observation_vars()) == {"X", "y"}
+    assert prog.data_without(3)["mixis_rows"].shape == (n,)
