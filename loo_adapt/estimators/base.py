@@ -303,6 +303,9 @@ class Context:
                 "data) to fit them (or model= a family whose priors a bundled program encodes)"
             )
         seed = 1 if self.seed is None else int(self.seed)
+        # flagged once, up front: a program that cannot be flagged is the user's error to
+        # see (with the lines to add), not a failed warm start followed by the same error
+        program = program.with_mixis()
         if self.draws.method == "mcmc":
             try:
                 return program.fit_mixture(self.draws, seed=seed)
@@ -312,7 +315,7 @@ class Context:
                 warnings.warn(f"the warm-started mixture fit failed ({type(err).__name__}: "
                               f"{err}); fitting the mixture from scratch", UserWarning,
                               stacklevel=3)
-        return read_draws(program.with_mixis().fit(mixis=True, seed=seed))
+        return read_draws(program.fit(mixis=True, seed=seed))
 
     def need_program(self, what: str):
         program = self.stan_program

@@ -313,3 +313,22 @@ def test_mixis_rows_of_every_row_are_not_an_observation_entry():
     prog.data.update(mixis_n_rows=n, mixis_rows=np.arange(1, n + 1))
     assert set(prog.observation_vars()) == {"X", "y"}
     assert prog.data_without(3)["mixis_rows"].shape == (n,)
+
+
+def test_loo_with_a_program_it_cannot_flag_raises_once_with_the_lines(tmp_path, recwarn):
+    """No 'warm start failed' warning before the error: the refusal is the message."""
+    from loo_adapt import loo
+
+    path = tmp_path / "rng.stan"
+    path.write_text(_BASE.replace(_GQ, "generated quantities {\n  vector[N] log_lik;\n"
+                                  "  real e = normal_rng(0, 1);\n  for (n in 1:N) log_lik[n] = "
+                                  "bernoulli_logit_lpmf(y[n] | alpha + X[n] * beta + e);\n}"))
+    data = _logistic(np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    draws = {"alpha": rng.normal(size=(2, 50)), "beta": rng.normal(size=(2, 50, 3)),
+             "log_lik": -rng.uniform(0.1, 2.0, size=(2, 50, 12))}
+    with pytest.raises(MixisProgramError, match="random numbers") as err:
+        loo(draws, method="mcmc", program=StanProgram(path, data, backend="stanli"),
+            estimator="mixis")
+    assert f"`{TARGET_LINE}`" in str(err.value)
+    assert not [w for w in recwarn if "warm-started" in str(w.message)]
