@@ -39,8 +39,24 @@ class SourceError(ValueError):
 
 
 def mask(code: str, strings: bool = True) -> str:
-    """The code with comments and string literals blanked (same length, newlines kept);
-    ``strings=False`` keeps the string literals (comments only are blanked)."""
+    r"""The code with comments and string literals blanked (same length, newlines kept).
+
+    Parameters
+    ----------
+    code : str
+        Stan program text.
+    strings : bool
+        Blank string literals too (False: comments only).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> mask('x = 1; // log_lik\nprint("_rng");')
+    'x = 1;           \nprint(      );'
+    """
     out = list(code)
     i, n = 0, len(code)
     while i < n:
@@ -135,7 +151,24 @@ def _simple_end(masked: str, i: int, end: int) -> int:
 
 
 def declared_names(text: str) -> list[str]:
-    """The variables a declaration statement declares ([] for other statements)."""
+    """The variables a declaration statement declares ([] for other statements).
+
+    Parameters
+    ----------
+    text : str
+        One statement, masked.
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> declared_names("array[N] real<lower=0> a = f(x, y), b;")
+    ['a', 'b']
+    >>> declared_names("a[n] = 1;")
+    []
+    """
     m = IDENT.match(text)
     if m is None or m.group() not in TYPES:
         return []
@@ -196,7 +229,25 @@ def _statement(masked: str, i: int, end: int) -> Stmt:
 
 
 def parse(masked: str, start: int, end: int) -> list[Stmt]:
-    """The statements between ``start`` and ``end`` (a block's inside), as a tree."""
+    """The statements between ``start`` and ``end`` (a block's inside), as a tree.
+
+    Parameters
+    ----------
+    masked : str
+        Program text from :func:`mask`.
+    start, end : int
+        The span to parse (inside a block's braces).
+
+    Returns
+    -------
+    list of Stmt
+
+    Examples
+    --------
+    >>> code = "for (n in 1:N) { a[n] = 1; b[n] = 2; }"
+    >>> [(st.kind, len(st.body[0].body)) for st in parse(code, 0, len(code))]
+    [('for', 2)]
+    """
     out, i = [], _skip_ws(masked, start)
     while i < end:
         stmt = _statement(masked, i, end)
@@ -295,13 +346,36 @@ def _walk(stmts):
 
 
 def slice_statements(masked: str, stmts: list[Stmt], target: str) -> set[Stmt]:
-    """The statements (any depth) the final value of top-level ``target`` depends on.
+    r"""The statements (any depth) the final value of top-level ``target`` depends on.
 
     A statement is kept when it writes (assigns or declares) a variable that a kept
     statement reads, or ``target``; loops, branches and local blocks around kept
     statements are kept with the variables their headers read; ``break`` / ``continue``
     are kept inside kept loops. Prints, rejects and statements that write nothing needed
     are left out.
+
+    Parameters
+    ----------
+    masked : str
+        Program text from :func:`mask`.
+    stmts : list of Stmt
+        A block's statements (:func:`parse`).
+    target : str
+        A variable declared at the top level of ``stmts``.
+
+    Returns
+    -------
+    set of Stmt
+        The kept statements, at any depth.
+
+    Examples
+    --------
+    >>> code = ("vector[N] ll; array[N] real r; "
+    ...         "for (n in 1:N) { ll[n] = normal_lpdf(y[n] | m, 1); r[n] = normal_rng(m, 1); }")
+    >>> stmts = parse(code, 0, len(code))
+    >>> kept = slice_statements(code, stmts, "ll")
+    >>> "\n".join(emit(code, code, stmts, kept, 0))
+    'vector[N] ll;\nfor (n in 1:N) {\n  ll[n] = normal_lpdf(y[n] | m, 1);\n}'
     """
     info = _Info()
     _analyse(masked, stmts, info, [], None)
@@ -348,7 +422,24 @@ def _lines(text: str, level: int) -> list[str]:
 def emit(code: str, masked: str, stmts: list[Stmt], kept: set[Stmt], level: int,
          simple=lambda st, text: text) -> list[str]:
     """The kept statements as program lines (compound statements braced, others verbatim,
-    each simple or declaration statement's text passed through ``simple(stmt, text)``)."""
+    each statement's text and each header passed through ``simple(stmt, text)``).
+
+    Parameters
+    ----------
+    code, masked : str
+        The program text the statements index, and its masked twin.
+    stmts : list of Stmt
+    kept : set of Stmt
+        From :func:`slice_statements`.
+    level : int
+        Indentation level (two spaces each).
+    simple : callable
+        ``(stmt, text) -> text`` applied before writing (renaming, local types).
+
+    Returns
+    -------
+    list of str
+    """
     out: list[str] = []
     for st in stmts:
         if st not in kept:

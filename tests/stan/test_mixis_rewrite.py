@@ -332,3 +332,18 @@ def test_loo_with_a_program_it_cannot_flag_raises_once_with_the_lines(tmp_path, 
             estimator="mixis")
     assert f"`{TARGET_LINE}`" in str(err.value)
     assert not [w for w in recwarn if "warm-started" in str(w.message)]
+
+
+@pytest.mark.parametrize("modname", ["loo_adapt.stan.stan_source", "loo_adapt.stan.stanc",
+                                     "loo_adapt.stan.mixis_program"])
+def test_examples_run(modname):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(modname)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    tests = doctest.DocTestFinder(exclude_empty=True).find(mod, modname, globs=dict(vars(mod)))
+    assert tests
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
