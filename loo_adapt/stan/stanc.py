@@ -12,7 +12,11 @@ Where ``stanc`` is looked for, first found wins:
 2. ``stanc`` on ``$PATH``;
 3. ``$CMDSTAN/bin/stanc``;
 4. the CmdStan cmdstanpy is configured with (``cmdstanpy.cmdstan_path()``);
-5. the ``stanc`` shipped inside an installed ``httpstan`` wheel (PyStan 3).
+5. the ``stanc`` shipped inside an installed ``httpstan`` wheel (PyStan 3), or a stock
+   ``stanc`` in stanli's ``_bin`` folder (builds without the embedded compiler).
+
+stanli's embedded stanc3 prints no canonical form (it only lowers to MIR), so it serves as
+the syntax check alone.
 """
 
 from __future__ import annotations
@@ -52,15 +56,16 @@ def _candidates():
             logger.setLevel(level)
     except Exception:  # noqa: BLE001 - no cmdstanpy, or no CmdStan configured
         pass
-    try:
-        import importlib.util
+    import importlib.util
 
-        spec = importlib.util.find_spec("httpstan")
+    for package, where in (("httpstan", "stanc"), ("stanli", "_bin/stanc")):
+        try:
+            spec = importlib.util.find_spec(package)
+        except Exception:  # noqa: BLE001 - a broken install is no stanc
+            continue
         if spec is not None and spec.submodule_search_locations:
             for folder in spec.submodule_search_locations:
-                yield pathlib.Path(folder) / "stanc"
-    except Exception:  # noqa: BLE001
-        pass
+                yield pathlib.Path(folder) / where
 
 
 @functools.cache
