@@ -272,8 +272,10 @@ def add_mixis_flag(code: str, log_lik: str = "log_lik", *, use_stanc: bool | Non
         When the program already uses the name ``mixis``, uses ``#include``, has no
         top-level generated quantity ``log_lik``, computes it without a density
         (``*_lpmf`` / ``*_lpdf``, directly or in a user function) or from random numbers
-        (``_rng``), or the rewrite does not compile; the message gives the lines to add by
-        hand.
+        (``_rng``), or the rewrite does not compile (e.g. a data-only function argument
+        computed from parameters); the message gives the lines to add by hand. When the
+        compiler used for the check cannot compile the original program either, the rewrite
+        is returned unchecked with a warning.
 
     Examples
     --------
@@ -325,7 +327,15 @@ def add_mixis_flag(code: str, log_lik: str = "log_lik", *, use_stanc: bool | Non
             return out
         broken = _stanc.syntax_error(source, use_stanc=use_stanc is not False)
         if broken is not None:
-            raise MixisProgramError(f"the program does not compile: {broken}")
+            # the checker cannot compile the user's own program (a feature stanli lacks, an
+            # older stanc, or a broken program): it cannot judge the rewrite either
+            import warnings
+
+            warnings.warn(
+                "the mixis-flagged program was not checked: the Stan compiler used for the "
+                f"check cannot compile the original program either ({broken.splitlines()[0]})",
+                UserWarning, stacklevel=2)
+            return out
         first = first or MixisProgramError(
             f"the rewritten program does not compile ({error}); {_howto(log_lik)}")
     raise first

@@ -236,9 +236,24 @@ def test_include_and_broken_programs_are_refused_not_crashed():
     with pytest.raises(MixisProgramError):
         add_mixis_flag(_BASE.replace("vector[N] log_lik;", "vector[N] log_lik"),
                        use_stanc=False)
-    with pytest.raises(MixisProgramError, match="does not compile"):
-        add_mixis_flag(_BASE.replace("bernoulli_logit_lpmf(y[n] |",
-                                     "bernoulli_logit_lpmf(undeclared[n] |"), use_stanc=False)
+    # a program the checker cannot compile itself: the rewrite is returned, unchecked, with
+    # a warning (the user's own toolchain compiles what stanli may not)
+    with pytest.warns(UserWarning, match="not checked"):
+        out = add_mixis_flag(_BASE.replace("bernoulli_logit_lpmf(y[n] |",
+                                           "bernoulli_logit_lpmf(undeclared[n] |"),
+                             use_stanc=False)
+    assert TARGET_LINE in out
+
+
+def test_a_rewrite_that_does_not_compile_is_refused_with_the_lines():
+    """A data-only function argument computed from a parameter: valid in generated
+    quantities, not in the model block; the compiler's message and the lines to add."""
+    code = ("functions { real f(data real x) { return x; } }\n" + _BASE).replace(
+        "vector[N] log_lik;", "vector[N] log_lik;\n  real a = alpha;").replace(
+        "bernoulli_logit_lpmf(y[n] | alpha", "bernoulli_logit_lpmf(y[n] | f(a)")
+    with pytest.raises(MixisProgramError, match="(?s)does not compile.*data-only") as err:
+        add_mixis_flag(code, use_stanc=False)
+    assert f"`{TARGET_LINE}`" in str(err.value)
 
 
 # ----------------------------------------------------------------------------- sampling
