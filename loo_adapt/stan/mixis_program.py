@@ -160,9 +160,9 @@ def _rewrite(code: str, log_lik: str) -> str:
         raise MixisProgramError(
             f"generated quantities declare no {log_lik!r} at their top level (they declare "
             f"{names}; pass log_lik= to name the pointwise log-likelihood); {_howto(log_lik)}")
-    size = _size(masked[top[0].start:top[0].end], log_lik)
+    size = _size(_src.text_of(masked, top[0]), log_lik)
     kept = _src.slice_statements(masked, stmts, log_lik)
-    pieces = [masked[st.start:st.end] if st.kind in ("decl", "simple")
+    pieces = [_src.text_of(masked, st) if st.kind in ("decl", "simple")
               else masked[st.head[0]:st.head[1]] if st.head else "" for st in kept]
     for piece in pieces:
         if _RNG.search(piece):

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 __all__ = ["SourceError", "mask", "blocks", "parse", "Stmt", "slice_statements", "emit",
-           "functions", "declared_names", "IDENT", "TYPES", "BLOCK_ONLY_TYPES"]
+           "functions", "declared_names", "text_of", "IDENT", "TYPES", "BLOCK_ONLY_TYPES"]
 
 BLOCKS = ("functions", "data", "transformed data", "parameters", "transformed parameters",
           "model", "generated quantities")
@@ -126,7 +126,9 @@ class Stmt:
     """One statement: ``kind`` is block, for, while, if, profile, decl or simple.
 
     ``head`` is the span of a compound statement's header (``for (n in 1:N)``); ``body`` its
-    sub-statements (a block's statements; a loop's one body; an if's then and else).
+    sub-statements (a block's statements; a loop's one body; an if's then and else). A
+    declaration of several variables (``real a = 1, b;``) is parsed as one declaration per
+    variable: ``prefix`` is the span of the shared type, ``start:end`` the variable's part.
     """
 
     kind: str
@@ -135,6 +137,26 @@ class Stmt:
     head: tuple[int, int] | None = None
     body: list = field(default_factory=list)
     declares: list = field(default_factory=list)
+    prefix: tuple[int, int] | None = None
+
+
+def text_of(source: str, st: Stmt) -> str:
+    """A simple or declaration statement's text (with the shared type of a multi-variable
+    declaration, ``;``-terminated).
+
+    Parameters
+    ----------
+    source : str
+        The program text (or its masked twin) the statement indexes.
+    st : Stmt
+
+    Returns
+    -------
+    str
+    """
+    if st.prefix is None:
+        return source[st.start:st.end]
+    return source[st.prefix[0]:st.prefix[1]] + source[st.start:st.end].strip() + ";"
 
 
 def _simple_end(masked: str, i: int, end: int) -> int:
@@ -169,10 +191,15 @@ def declared_names(text: str) -> list[str]:
     >>> declared_names("a[n] = 1;")
     []
     """
+    return list(dict.fromkeys(name for name, _, _ in _declarators(text)))
+
+
+def _declarators(text: str) -> list[tuple[str, int, int]]:
+    """(name, start, end) of each variable of a declaration, its initialiser included."""
     m = IDENT.match(text)
     if m is None or m.group() not in TYPES:
         return []
-    names, depth, j, piece = [], 0, 0, 0
+    out, depth, j, piece = [], 0, 0, 0
     while j < len(text):
         c = text[j]
         if c in _CLOSE:
@@ -183,19 +210,19 @@ def declared_names(text: str) -> list[str]:
         elif c == ">":
             depth = max(depth - 1, 0)
         elif depth == 0 and (c in ",;" or (c == "=" and text[j + 1:j + 2] != "=")):
-            idents = IDENT.findall(text[piece:j])
-            if idents:
-                names.append(idents[-1])
+            found = list(IDENT.finditer(text, piece, j))
             if c == "=":  # skip the initialiser up to the next top-level ',' or ';'
                 k = j + 1
                 while k < len(text) and text[k] not in ",;":
                     k = match(text, k) if text[k] in _CLOSE else k + 1
                 j = k
+            if found:
+                out.append((found[-1].group(), found[-1].start(), j))
             if j >= len(text) or text[j] == ";":
                 break
             piece = j + 1
         j += 1
-    return list(dict.fromkeys(names))
+    return out
 
 
 def _statement(masked: str, i: int, end: int) -> Stmt:
@@ -210,6 +237,9 @@ def _statement(masked: str, i: int, end: int) -> Stmt:
                               f"{masked[i:i + 40]!r}")
         head_end = match(masked, j)
         body = _statement(masked, _skip_ws(masked, head_end), end)
+        if body.kind == "multi":
+            raise SourceError(f"a declaration as the body of {m.group(1)} near "
+                              f"{masked[i:i + 40]!r}")
         out = Stmt(m.group(1), i, body.end, head=(i, head_end), body=[body])
         if m.group(1) == "for":
             var = re.match(r"\(\s*([A-Za-z]\w*)\s+in\b", masked[j:head_end])
@@ -220,12 +250,19 @@ def _statement(masked: str, i: int, end: int) -> Stmt:
             k = _skip_ws(masked, body.end)
             if re.match(r"else\b", masked[k:end]):
                 other = _statement(masked, _skip_ws(masked, k + 4), end)
+                if other.kind == "multi":
+                    raise SourceError(f"a declaration as the body of else near "
+                                      f"{masked[k:k + 40]!r}")
                 out.body.append(other)
                 out.end = other.end
         return out
     j = _simple_end(masked, i, end)
-    names = declared_names(masked[i:j])
-    return Stmt("decl" if names else "simple", i, j, declares=names)
+    decls = _declarators(masked[i:j])
+    if len(decls) > 1:  # one declaration per variable, sharing the type
+        prefix = (i, i + decls[0][1])
+        return Stmt("multi", i, j, body=[Stmt("decl", i + a, i + b, declares=[name],
+                                              prefix=prefix) for name, a, b in decls])
+    return Stmt("decl" if decls else "simple", i, j, declares=[d[0] for d in decls])
 
 
 def parse(masked: str, start: int, end: int) -> list[Stmt]:
@@ -251,7 +288,7 @@ def parse(masked: str, start: int, end: int) -> list[Stmt]:
     out, i = [], _skip_ws(masked, start)
     while i < end:
         stmt = _statement(masked, i, end)
-        out.append(stmt)
+        out.extend(stmt.body if stmt.kind == "multi" else [stmt])
         i = _skip_ws(masked, stmt.end)
     return out
 
@@ -298,7 +335,7 @@ def _analyse(masked: str, stmts: list[Stmt], info: _Info, scopes: list[dict], pa
     for st in stmts:
         info.parent[st] = parent
         if st.kind in ("decl", "simple"):
-            text = masked[st.start:st.end]
+            text = text_of(masked, st)
             idents = [m.group() for m in IDENT.finditer(text)]
             own = set()
             for name in st.declares:
@@ -445,7 +482,7 @@ def emit(code: str, masked: str, stmts: list[Stmt], kept: set[Stmt], level: int,
         if st not in kept:
             continue
         if st.kind in ("decl", "simple"):
-            out += _lines(simple(st, code[st.start:st.end]), level)
+            out += _lines(simple(st, text_of(code, st)), level)
         elif st.kind == "block":
             out.append("  " * level + "{")
             out += emit(code, masked, st.body, kept, level + 1, simple)

@@ -118,8 +118,9 @@ CORPUS = {
                       "_lupmf", _counts),
     "mixture_simplex": ("log_mix, a generated-quantity simplex the log_lik reads, "
                         "categorical_rng", _normal),
-    "hierarchical_multi_decl": ("non-centred hierarchy, a multi-variable declaration, a "
-                                "quantity computed from log_lik afterwards", _schools),
+    "hierarchical_multi_decl": ("non-centred hierarchy, a multi-variable declaration (one "
+                                "from _rng), a quantity computed from log_lik afterwards",
+                                _schools),
     "no_model_block_vector_fn": ("no model block, row_vector log_lik", _binomial),
 }
 

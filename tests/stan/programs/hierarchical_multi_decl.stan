@@ -1,5 +1,5 @@
 // Eight-schools style, non-centred; a multi-variable declaration and a quantity that reads
-// log_lik afterwards (it stays behind).
+// log_lik afterwards (it stays behind); the declaration shares its type with a draw from _rng.
 data {
   int<lower=0> J;
   array[J] real y;
@@ -20,7 +20,7 @@ model {
   y ~ normal(theta, sigma);
 }
 generated quantities {
-  real lo = 0, hi = 1;
+  real lo = normal_rng(0, 1), hi = 1;
   vector[J] log_lik;
   real total_ll;
   for (j in 1:J) log_lik[j] = normal_lpdf(y[j] | theta[j], sigma[j]) + 0 * hi;
