@@ -641,9 +641,15 @@ def pareto_k_category(khat, n_draws: int) -> np.ndarray:
 
 
 def _prepare_r_eff(r_eff, n_obs: int) -> np.ndarray:
+    """A user's ``r_eff`` as a float array (n_obs,); anything but finite numbers > 0 (NaN, inf,
+    booleans, text, a wrong length) is refused naming the observations (R loo replaces NA by
+    1: here a NaN is an error, never a silent 1)."""
     if r_eff is None:
         return np.ones(n_obs)
-    r = np.asarray(r_eff, dtype=float)
+    r = np.asarray(r_eff)
+    if r.dtype.kind not in "iuf" or r.size == 0:
+        raise TypeError(f"r_eff must be a number or an array of numbers, got {r_eff!r:.60}")
+    r = r.astype(float)
     if r.ndim == 0:
         r = np.full(n_obs, float(r))
     elif r.shape != (n_obs,):
@@ -653,12 +659,12 @@ def _prepare_r_eff(r_eff, n_obs: int) -> np.ndarray:
         )
     else:
         r = r.copy()
-    if np.any(np.isnan(r)):
-        # R loo (prepare_psis_r_eff) replaces NAs by 1 with a message
-        warnings.warn("r_eff contains NaN; replacing those values with 1", stacklevel=3)
-        r[np.isnan(r)] = 1.0
-    if np.any(~np.isfinite(r)) or np.any(r <= 0):
-        raise ValueError("r_eff values must be finite and > 0")
+    bad = ~(np.isfinite(r) & (r > 0))
+    if bad.any():
+        at = np.flatnonzero(bad)
+        raise ValueError(
+            f"r_eff must be finite and > 0 for every observation; got {float(r[at[0]])!r} at "
+            f"observation(s) {_columns(at)} (pass reff=None to compute it from the chains)")
     return r
 
 
