@@ -279,10 +279,10 @@ def _is_int(value) -> bool:
 
 #: refit_kwargs entries that are numbers: name -> (test, what the error says it must be)
 _REFIT_NUMBERS = {
-    "max_seconds": (lambda v: _is_finite_number(v) and v > 0, "a positive, finite number of "
-                    "seconds"),
-    "timeout": (lambda v: _is_finite_number(v) and v > 0, "a positive, finite number of "
-                "seconds"),
+    "max_seconds": (lambda v: _is_finite_number(v) and v > 0, "a positive number of seconds "
+                    "(finite)"),
+    "timeout": (lambda v: _is_finite_number(v) and v > 0, "a positive number of seconds "
+                "(finite)"),
     "max_refits": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
     "chains": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
     "draws": (lambda v: _is_int(v) and v >= 1, "a positive integer"),

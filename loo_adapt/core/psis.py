@@ -668,6 +668,10 @@ def _prepare_r_eff(r_eff, n_obs: int) -> np.ndarray:
     return r
 
 
+#: columns a warning lists before "... (N more)"
+_WARN_COLUMNS = 100
+
+
 def _columns(idx, limit=10) -> str:
     idx = list(idx)
     txt = ", ".join(str(i) for i in idx[:limit])
@@ -714,19 +718,27 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
 
 
 def _warn_status(status, stacklevel):
+    """One warning naming every column whose k-hat was set to inf, with the cause of each
+    (a warning per cause could be read as the whole list)."""
+    causes = []
     for code, msg in (
-        (_SHORT_TAIL, "not enough tail draws (< 5) to fit the generalized Pareto distribution"),
-        (_CONSTANT_TAIL, "can't fit the generalized Pareto distribution because all tail "
-                         "values are the same"),
-        (_FIT_FAILED, "the generalized Pareto fit failed"),
+        (_SHORT_TAIL, "not enough tail draws (< 5)"),
+        (_CONSTANT_TAIL, "all tail values the same"),
+        (_FIT_FAILED, "the fit failed"),
     ):
         cols = np.flatnonzero(status == code)
         if cols.size:
-            warnings.warn(
-                f"{msg} in column(s) {_columns(cols)}; khat set to inf and the weights left "
-                "unsmoothed",
-                stacklevel=stacklevel + 1,
-            )
+            causes.append((cols, msg))
+    if not causes:
+        return
+    every = np.sort(np.concatenate([c for c, _ in causes]))
+    detail = "; ".join(f"{msg} in {_columns(cols, _WARN_COLUMNS)}" for cols, msg in causes)
+    warnings.warn(
+        f"the generalized Pareto distribution could not be fitted in {every.size} column(s) "
+        f"{_columns(every, _WARN_COLUMNS)} ({detail}); khat set to inf and the weights left "
+        "unsmoothed",
+        stacklevel=stacklevel + 1,
+    )
 
 
 def _as_matrix(x, what):
