@@ -38,7 +38,7 @@ __all__ = ["MAX_RHAT", "convergence_columns", "disagreeing_columns", "rhat_colum
 #: R-hat above this says the chains disagree (Vehtari et al. 2021)
 MAX_RHAT = 1.01
 #: cells (draws x columns) per block
-_BLOCK_CELLS = 1 << 22
+_BLOCK_CELLS = 1 << 20
 
 
 def _as_chains(x) -> np.ndarray:

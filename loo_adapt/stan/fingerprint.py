@@ -10,7 +10,8 @@ nothing about what it computes (two closures of one ``def`` share it), so
   recursively, numbers, strings, bytes, numpy arrays and scalars by their bytes, containers of
   these, modules and classes by their qualified name),
 - for a bound method its instance, for a ``functools.partial`` its arguments, for a callable
-  object (or an arviz ``SamplingWrapper``) its class's methods and its attributes.
+  object (or an arviz ``SamplingWrapper``) its class's methods and its attributes; a numpy
+  random generator by its state; locks and loggers by their type (no data).
 
 A value whose content cannot be hashed reliably (an open file, a C extension object, a
 random generator, a pandas frame, ...) raises :class:`UnhashableError` naming it: the caller
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import pathlib
+import threading
 import types
 
 import numpy as np
@@ -30,6 +33,11 @@ __all__ = ["UnhashableError", "function_fingerprint"]
 
 #: Py_TPFLAGS_HEAPTYPE: classes defined by Python code (not C extension types)
 _HEAPTYPE = 1 << 9
+
+
+#: values that carry no data a function's result depends on (hashed by their type)
+_NO_CONTENT = (type(threading.Lock()), type(threading.RLock()), logging.Logger,
+               logging.LoggerAdapter, logging.Handler)
 
 
 class UnhashableError(ValueError):
@@ -76,6 +84,17 @@ class _Hasher:
             if owner is not None and not isinstance(owner, types.ModuleType):
                 raise UnhashableError(f"{where} is a method of a {type(owner).__name__} object")
             self.put("builtin", f"{obj.__module__}.{obj.__qualname__}".encode())
+            return
+        if isinstance(obj, _NO_CONTENT):  # locks, loggers: nothing that changes a result
+            self.put("no-content", type(obj).__qualname__.encode())
+            return
+        if isinstance(obj, np.random.Generator):
+            self.put("generator")
+            self.value(obj.bit_generator.state, f"{where} state")
+            return
+        if isinstance(obj, np.random.RandomState):
+            self.put("randomstate")
+            self.value(obj.get_state(legacy=False), f"{where} state")
             return
         if id(obj) in self.active:  # a cycle: the object is already being hashed
             self.put("cycle", type(obj).__qualname__.encode())
