@@ -572,6 +572,7 @@ def load_results(path, *, verify: bool = True) -> PointwiseLoo:
             f"{path}: not a loo_adapt result ({type(err).__name__}: {err}); was it edited? "
             "Write it again with save_report") from None
     _check.check_integrity(path, payload, data, loaded, read_manifest(path.parent), verify)
+    _check.check_fields(path, loaded)
     return loaded
 
 

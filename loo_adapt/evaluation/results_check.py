@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["ResultsFileError", "check_columns", "check_integrity"]
+__all__ = ["ResultsFileError", "check_columns", "check_fields", "check_integrity"]
 
 #: dtypes a per-observation column of results.json may have (``_split_fields`` writes these)
 _KINDS = {"f": (4, 8), "b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8)}
@@ -116,6 +116,44 @@ def check_columns(path, pointwise: dict, dtypes: dict, n_obs=None) -> int:
         fail(f"column {name!r} has {length} values, 'elpd_i' has {n}"
              + (f" (and {len(wrong) - 1} more column(s) differ)" if len(wrong) > 1 else ""))
     return n
+
+
+def check_fields(path, loaded) -> None:
+    """The scalar fields of a loaded result have their types and ranges (a file without a
+    manifest is checked this far).
+
+    Parameters
+    ----------
+    path : the file (named in the errors).
+    loaded : the `PointwiseLoo` built from it.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ResultsFileError
+        Naming the file and the field.
+    """
+    def number(v):
+        return _is_number(v) or isinstance(v, (np.integer, np.floating))
+
+    problems = []
+    if not (number(loaded.good_k) and 0 < float(loaded.good_k) <= 1):
+        problems.append(f"good_k is {loaded.good_k!r}, not a number in (0, 1]")
+    if not (number(loaded.n_samples) and float(loaded.n_samples) >= 1
+            and float(loaded.n_samples) == int(loaded.n_samples)):
+        problems.append(f"n_samples is {loaded.n_samples!r}, not a positive integer")
+    if loaded.mcse_total is not None and not number(loaded.mcse_total):
+        problems.append(f"mcse_total is {loaded.mcse_total!r}, not a number")
+    if not isinstance(loaded.candidates, list) or not all(
+            isinstance(c, dict) for c in loaded.candidates):
+        problems.append("candidates is not a list of objects")
+    if problems:
+        raise ResultsFileError(f"{path}: " + "; ".join(problems) + "; it is not what "
+                               "loo_adapt wrote (edited or damaged): write it again with "
+                               "save_report")
 
 
 def check_integrity(path: pathlib.Path, payload: bytes, data: dict, loaded, manifest,

@@ -82,6 +82,20 @@ def test_summary_contradicting_the_rows_is_caught_without_a_manifest(report, tmp
         load_results(tmp_path)
 
 
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("good_k", "abc", "good_k is 'abc'"), ("n_samples", -5, "n_samples is -5"),
+    ("candidates", {"a": 1}, "candidates")])
+def test_bad_scalar_field_without_a_manifest(report, tmp_path, field, value, match):
+    """Copied alone (no manifest to check against): a scalar field of the wrong type or
+    range is still an error naming it (it failed later, in the summary)."""
+    folder, original = report
+    data = json.loads(original)
+    data["fields"][field] = value
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=match):
+        load_results(tmp_path)
+
+
 def test_verify_false_loads_a_modified_file_with_a_loud_warning(report):
     folder, original = report
     _edit(folder, original, _flip_reliable_and_summary)
