@@ -371,7 +371,8 @@ def disagreeing_columns(x, max_rhat: float = MAX_RHAT) -> tuple[np.ndarray, np.n
 
     Parameters
     ----------
-    x : array (chains, draws, n) of at least 2 chains.
+    x : array (chains, draws, n) of at least 2 chains, finite (checked by the numpy path;
+        the numba kernel, for large inputs, adds no S x n temporary to check it).
     max_rhat : R-hat threshold (default 1.01).
 
     Returns
@@ -388,9 +389,7 @@ def disagreeing_columns(x, max_rhat: float = MAX_RHAT) -> tuple[np.ndarray, np.n
     a = _as_chains(x)
     if a.shape[0] < 2 or a.shape[1] < 4:
         return np.zeros(a.shape[2], dtype=bool), np.full(a.shape[2], np.nan)
-    if not np.all(np.isfinite(a)):
-        raise ValueError("convergence diagnostics need finite draws")
-    rhat, stuck = _rhat_stuck(a)
+    rhat, stuck = _rhat_stuck(a)  # finite draws: loo's log-likelihood is checked before
     with np.errstate(invalid="ignore"):
         bad = (rhat > max_rhat) | stuck
     return bad, rhat
