@@ -209,7 +209,7 @@ def loo(
         reff = r_eff
     _check_options(khat_threshold=khat_threshold, seed=seed, transforms=transforms,
                    mixis_max_mcse=mixis_max_mcse, refit_kwargs=refit_kwargs,
-                   mixis_pool_khat=mixis_pool_khat)
+                   mixis_pool_khat=mixis_pool_khat, reff=reff, rho=rho)
     scale = _resolve_scale(scale)
     stages = plan_stages(
         estimator=estimator, model=model, program=program, mixis_draws=mixis_draws,
@@ -270,36 +270,90 @@ def _is_number(value) -> bool:
         value, (bool, np.bool_))
 
 
+def _is_finite_number(value) -> bool:
+    return _is_number(value) and bool(np.isfinite(float(value)))
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+#: refit_kwargs entries that are numbers: name -> (test, what the error says it must be)
+_REFIT_NUMBERS = {
+    "max_seconds": (lambda v: _is_finite_number(v) and v > 0, "a positive number of seconds "
+                    "(finite)"),
+    "timeout": (lambda v: _is_finite_number(v) and v > 0, "a positive number of seconds "
+                "(finite)"),
+    "max_refits": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "chains": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "draws": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "warmup": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "seed": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "n_jobs": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "max_rhat": (lambda v: _is_finite_number(v) and v > 1, "a finite number above 1 "
+                 "(e.g. 1.01)"),
+    "min_ess": (lambda v: _is_finite_number(v) and v > 0, "a positive, finite number"),
+}
+
+
+def _check_reff(reff) -> None:
+    """``reff`` is None, a number or a 1-D array of numbers, each finite and > 0 (its length
+    is checked against the data by the PSIS core); a NaN is never read as 1."""
+    if reff is None:
+        return
+    arr = np.asarray(reff) if not isinstance(reff, (str, bytes)) else None
+    if arr is None or arr.dtype.kind not in "iuf" or arr.ndim > 1 or arr.size == 0:
+        raise TypeError(f"reff must be None, a positive number or a 1-D array with one "
+                        f"positive number per observation, got {reff!r:.80}")
+    bad = np.flatnonzero(~(np.isfinite(arr.reshape(-1)) & (arr.reshape(-1) > 0)))
+    if bad.size:
+        where = "" if arr.ndim == 0 else f" at observation(s) {bad[:10].tolist()}" + (
+            f" (+{bad.size - 10} more)" if bad.size > 10 else "")
+        first = float(arr.reshape(-1)[bad[0]])
+        raise ValueError(f"reff must be finite and > 0, got {first!r}{where}; pass reff=None "
+                         "to compute it from the chains")
+
+
+def _check_rho(rho) -> None:
+    if rho is None:
+        return
+    arr = np.asarray(rho) if not isinstance(rho, (str, bytes)) else None
+    if (arr is None or arr.dtype.kind not in "iuf" or arr.size == 0 or arr.ndim > 1
+            or not np.all(np.isfinite(arr)) or np.any(arr <= 0)):
+        raise ValueError(f"rho must be a positive finite number or a non-empty 1-D sequence of "
+                         f"them (step sizes), got {rho!r:.80}")
+
+
 def _check_options(*, khat_threshold, seed, transforms, mixis_max_mcse, refit_kwargs,
-                   mixis_pool_khat=None) -> None:
-    """One-line errors for options of the wrong type or range, before any work is done."""
-    if khat_threshold is not None and not (_is_number(khat_threshold)
+                   mixis_pool_khat=None, reff=None, rho=None) -> None:
+    """One-line errors for options of the wrong type or range (NaN, inf, a wrong shape or
+    type included), before any work is done."""
+    if khat_threshold is not None and not (_is_finite_number(khat_threshold)
                                            and 0 < float(khat_threshold) <= 1):
         raise ValueError(f"khat_threshold must be a number in (0, 1] (or None for the "
                          f"default min(1 - 1/log10 S, 0.7)), got {khat_threshold!r}")
-    if seed is not None and not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+    if seed is not None and not _is_int(seed):
         raise TypeError(f"seed must be an integer or None, got {seed!r}")
+    if seed is not None and seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
     if isinstance(transforms, str):
         raise TypeError(f"transforms must be a tuple of names, e.g. transforms=({transforms!r},)"
                         f", got the string {transforms!r}")
-    if not (_is_number(mixis_max_mcse) and float(mixis_max_mcse) > 0):
-        raise ValueError(f"mixis_max_mcse must be a positive number, got {mixis_max_mcse!r}")
-    if mixis_pool_khat is not None and not (_is_number(mixis_pool_khat)
+    if not (_is_finite_number(mixis_max_mcse) and float(mixis_max_mcse) > 0):
+        raise ValueError(f"mixis_max_mcse must be a positive, finite number, got "
+                         f"{mixis_max_mcse!r}")
+    if mixis_pool_khat is not None and not (_is_finite_number(mixis_pool_khat)
                                             and 0 < float(mixis_pool_khat) <= 0.7):
         raise ValueError(f"mixis_pool_khat must be a number in (0, 0.7] (PSIS's MCSE is not "
                          f"trustworthy above) or None, got {mixis_pool_khat!r}")
+    _check_reff(reff)
+    _check_rho(rho)
     if refit_kwargs is not None and not isinstance(refit_kwargs, dict):
         raise TypeError(f"refit_kwargs must be a dict, got {type(refit_kwargs).__name__}")
-    for key in ("max_seconds", "timeout"):
+    for key, (ok, what) in _REFIT_NUMBERS.items():
         value = (refit_kwargs or {}).get(key)
-        if value is not None and not (_is_number(value) and float(value) > 0):
-            raise ValueError(f"refit_kwargs[{key!r}] must be a positive number of seconds, "
-                             f"got {value!r}")
-    value = (refit_kwargs or {}).get("max_refits")
-    if value is not None and not (isinstance(value, (int, np.integer)) and value >= 0
-                                  and not isinstance(value, bool)):
-        raise ValueError(f"refit_kwargs['max_refits'] must be a non-negative integer, "
-                         f"got {value!r}")
+        if value is not None and not ok(value):
+            raise ValueError(f"refit_kwargs[{key!r}] must be {what}, got {value!r}")
 
 
 def _check_y(y, n) -> np.ndarray:

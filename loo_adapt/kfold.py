@@ -34,7 +34,8 @@ from loo_adapt.stan.refit import (
     _as_chains,
     _check_int,
     _check_seconds,
-    _fn_name,
+    _check_thresholds,
+    _fn_fingerprint,
     _Job,
     _n_divergent,
     _program_fingerprint,
@@ -227,6 +228,7 @@ def kfold(
     min_ess: float | None = None,
     progress: bool = True,
     scale: str = "log",
+    key: str | None = None,
 ):
     """K-fold cross-validation: elpd_kfold as an arviz ``ELPDData`` (``az.compare`` takes it).
 
@@ -253,11 +255,13 @@ def kfold(
     executor : None (a local process pool), a ``concurrent.futures.Executor`` or a
         ``dask.distributed.Client``.
     n_jobs : local worker processes (None: workers x chains <= cores).
-    checkpoint : directory where each finished fold is saved; a rerun with it skips them.
+    checkpoint : directory where each finished fold is saved; a rerun with it skips them
+        (the run is identified by content, as in `loo_adapt.stan.refit.refit_loo`).
     timeout : hard limit per fit in seconds (the local pool terminates the worker).
     check_convergence, max_rhat, min_ess : per-fold check (divergences, R-hat, bulk ESS of
         each held-out row); a fold that fails it makes its rows unverified (ELPDData warning).
     progress : show a progress bar.
+    key : names the run in the checkpoint instead of hashing ``refit_fn``.
     scale : "log", "negative_log" or "deviance", as arviz.
 
     Returns
@@ -316,6 +320,7 @@ def kfold(
     _check_int("seed", seed, 0, allow_none=False)
     n_jobs = _check_int("n_jobs", n_jobs, 1)
     timeout = _check_seconds("timeout", timeout)
+    _check_thresholds(max_rhat, min_ess)
     fold_of = kfold_split(n, K, folds=folds, y=y, groups=groups, seed=seed)
     n_folds = int(fold_of.max()) + 1
     rows_of = [np.flatnonzero(fold_of == k) for k in range(n_folds)]
@@ -324,7 +329,8 @@ def kfold(
     ck = None
     if checkpoint is not None:
         ck = _pool.Checkpoint(checkpoint, "kfold", _pool.fingerprint(
-            _program_fingerprint(program if use_program else None), _fn_name(refit_fn),
+            _program_fingerprint(program if use_program else None),
+            _fn_fingerprint(refit_fn, key),
             fold_of, chains, draws, warmup, seed, log_lik is None))
 
     elpd = np.full(n, np.nan)

@@ -295,6 +295,8 @@ class SubsampleLoo:
         >>> ss.update(80).n_subsample
         80
         """
+        _check_numbers(n_obs=None, observations=observations, approximation_draws=None,
+                       chains=None, seed=None)
         idx, m_i = _choose(observations, self.estimator, self.elpd_loo_approx, self._rng,
                            current=(self.idx, self.m_i))
         return _evaluate(self._source, idx, m_i, self.elpd_loo_approx, self.estimator,
@@ -314,6 +316,26 @@ class SubsampleLoo:
             lines.append(f"{name:10s}{e[name]:10.1f}{e['se_' + name]:9.1f}"
                          f"{e['subsampling_se_' + name]:16.1f}")
         return "\n".join(lines)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _check_numbers(*, n_obs, observations, approximation_draws, chains, seed) -> None:
+    """Integer options are integers in range (a NaN, inf or 10.5 is refused, never cast)."""
+    for name, value, low in (("n_obs", n_obs, 1), ("approximation_draws", approximation_draws, 1),
+                             ("chains", chains, 1)):
+        if value is not None and not (_is_int(value) and value >= low):
+            raise ValueError(f"{name} must be an integer >= {low} or None, got {value!r}")
+    if observations is not None and np.ndim(observations) == 0 and not (
+            _is_int(observations) and observations >= 1):
+        raise ValueError(f"observations must be a positive integer, a 1-D array of integer "
+                         f"indices or None, got {observations!r}")
+    if seed is not None and not isinstance(seed, np.random.Generator) and not (
+            _is_int(seed) and seed >= 0):
+        raise ValueError(f"seed must be a non-negative integer, a numpy Generator or None, got "
+                         f"{seed!r}")
 
 
 def _choose(observations, estimator, approx, rng, current=None):
@@ -502,6 +524,8 @@ def loo_subsample(
         raise ValueError(f"approximation must be one of {APPROXIMATIONS}, got {approximation!r}")
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    _check_numbers(n_obs=n_obs, observations=observations,
+                   approximation_draws=approximation_draws, chains=chains, seed=seed)
     source = _source(log_lik, draws, n_obs, chains, point)
     source.n_samples = None
     n_pop = source.n_obs

@@ -138,11 +138,12 @@ def test_failed_fold_raises_and_resume_fits_only_the_missing_fold(tmp_path):
     bad = int(np.flatnonzero(kfold_split(N, 4, seed=0) == 2)[0])
     with pytest.raises(RuntimeError, match=r"fold 2 .*fold refit failed.*same checkpoint"):
         kfold(refit_fn=LinRefit(1.0, fail_fold_with=bad), n_obs=N, K=4,
-              log_lik=full_log_lik(1.0), n_jobs=1, checkpoint=ck, progress=False)
+              log_lik=full_log_lik(1.0), n_jobs=1, checkpoint=ck, progress=False,
+              key="linrefit-1")  # the failure is part of the object: the key says "same run"
     assert sorted(f.name for f in ck.glob("fold_*.npz")) == [
         "fold_0.npz", "fold_1.npz", "fold_3.npz"]
     resumed = kfold(refit_fn=LinRefit(1.0), n_obs=N, K=4, log_lik=full_log_lik(1.0),
-                    n_jobs=1, checkpoint=ck, progress=False)
+                    n_jobs=1, checkpoint=ck, progress=False, key="linrefit-1")
     fresh = kfold(refit_fn=LinRefit(1.0), n_obs=N, K=4, log_lik=full_log_lik(1.0),
                   n_jobs=1, progress=False)
     np.testing.assert_array_equal(resumed.loo_adapt.elpd_i, fresh.loo_adapt.elpd_i)

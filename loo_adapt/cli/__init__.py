@@ -135,13 +135,25 @@ def _from_refit(err: BaseException) -> bool:
     return False
 
 
-def _os_error_message(err: OSError) -> str:
+def _inside(path, folder) -> bool:
+    try:
+        return pathlib.Path(os.path.abspath(path)).is_relative_to(os.path.abspath(folder))
+    except (TypeError, ValueError):
+        return False
+
+
+def _os_error_message(err: OSError, out=None) -> str:
+    """One line for an OSError; ``--out`` is named only for files inside it (``out``)."""
     where = f" {err.filename}" if err.filename else ""
+    in_out = out is None or not err.filename or _inside(err.filename, out)
+    fix = "choose another --out" if in_out else "that folder is not --out: make it writable"
     if err.errno == errno.ENOSPC:
+        kept = " (a previous report there is unchanged)" if in_out else ""
         return (f"no space left on the device writing{where or ' the output'}; free space or "
-                "choose another --out (a previous report there is unchanged)")
+                f"{fix}{kept}")
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"cannot write{where} ({err.strerror}); choose a writable --out"
+        return f"cannot write{where} ({err.strerror}); " + (
+            "choose a writable --out" if in_out else fix)
     return f"{err.strerror or err}{':' + where if where else ''}"
 
 
@@ -194,7 +206,7 @@ def main(argv=None) -> int:
     except Exception as err:
         if os.environ.get("LOO_ADAPT_DEBUG"):
             raise
-        code, message = _classify(err)
+        code, message = _classify(err, getattr(args, "out", None))
         print(f"{prefix} {message}", file=sys.stderr)
         return code
 
@@ -212,7 +224,7 @@ def _is_program_mismatch(err: Exception) -> bool:
     return isinstance(err, ProgramMismatchError)
 
 
-def _classify(err: Exception) -> tuple[int, str]:
+def _classify(err: Exception, out=None) -> tuple[int, str]:
     """(exit code, one-line message) for an error that ended a command."""
     from loo_adapt.evaluation.report import ReportBusyError
 
@@ -224,6 +236,10 @@ def _classify(err: Exception) -> tuple[int, str]:
         return EXIT_FAILED, ("out of memory computing LOO; for a large log_lik use the Dask "
                              "path, loo_adapt.loo(dask_array), which works in chunks of "
                              "observations")
+    from loo_adapt.stan.pool import CheckpointError
+
+    if isinstance(err, CheckpointError):  # the folder given, not the refits, is the problem
+        return EXIT_BAD_INPUT, text
     if _from_refit(err):
         return EXIT_FAILED, (f"the refits failed ({type(err).__name__}: {text}); the inputs "
                              "were read fine")
@@ -232,7 +248,7 @@ def _classify(err: Exception) -> tuple[int, str]:
                         RuntimeError, NotImplementedError)):
         return EXIT_BAD_INPUT, text
     if isinstance(err, OSError):
-        return EXIT_BAD_INPUT, _os_error_message(err)
+        return EXIT_BAD_INPUT, _os_error_message(err, out)
     return EXIT_FAILED, (f"{type(err).__name__}: {text} (rerun with LOO_ADAPT_DEBUG=1 for "
                          "the traceback and report it)")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import pathlib
 import shutil
 
@@ -56,8 +57,18 @@ def _refit_options(args, out: pathlib.Path, stack: contextlib.ExitStack, refits:
         if not checkpoint.is_dir():
             raise InputError(f"--resume {str(checkpoint)!r} is not a folder; give the "
                              "checkpoint folder an interrupted run named")
+        if not (checkpoint / "manifest.json").is_file() and any(checkpoint.glob("*.npz")):
+            raise InputError(f"--resume {str(checkpoint)!r} holds saved refits but no "
+                             "manifest.json, so nothing says which run they belong to; they "
+                             "are not reused: drop --resume to refit from scratch")
     else:
         checkpoint = out / CHECKPOINT
+        if checkpoint.is_symlink() or (checkpoint.exists() and not checkpoint.is_dir()):
+            what = (f"a symbolic link to {os.readlink(checkpoint)!r}" if checkpoint.is_symlink()
+                    else "not a folder")
+            raise InputError(f"--out {str(out)!r}: {CHECKPOINT} there is {what}; loo-adapt "
+                             "writes only inside --out: remove it, or pass --resume FOLDER "
+                             "to use a checkpoint folder elsewhere")
         shutil.rmtree(checkpoint, ignore_errors=True)  # a previous run's, not resumed
     if "checkpoint" in accepted:
         kwargs["checkpoint"] = str(checkpoint)

@@ -42,6 +42,7 @@ def _number_type(kind, test, what):
 _unit_interval = _number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 _positive_float = _number_type(float, lambda v: 0 < v < float("inf"), "a positive number")
 _positive_int = _number_type(int, lambda v: v > 0, "a positive integer")
+_nonnegative_int = _number_type(int, lambda v: v >= 0, "a non-negative integer")
 
 
 

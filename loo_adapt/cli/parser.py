@@ -6,7 +6,7 @@ import argparse
 
 from .evaluate import CHECKPOINT, cmd_evaluate
 from .fit import DEMO_FULL, DEMO_QUICK, cmd_demo, cmd_fit
-from .inputs import _positive_float, _positive_int, _unit_interval
+from .inputs import _nonnegative_int, _positive_float, _positive_int, _unit_interval
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,8 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "pystan"))
     ev.add_argument("--threshold", type=_unit_interval,
                     help="k-hat threshold in (0, 1] (default min(1 - 1/log10 S, 0.7))")
-    ev.add_argument("--prior-sd", type=float, help="prior sd when the data JSON lacks prior_sd")
-    ev.add_argument("--scale-icept", type=float,
+    ev.add_argument("--prior-sd", type=_positive_float,
+                    help="prior sd when the data JSON lacks prior_sd")
+    ev.add_argument("--scale-icept", type=_positive_float,
                     help="intercept prior sd when the data JSON lacks scale_icept")
     ev.add_argument("--max-refits", type=_positive_int,
                     help="refit at most this many observations (keeps a run with --program "
@@ -90,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--scheduler", metavar="ADDRESS",
                     help="run the refits on a dask.distributed scheduler (e.g. "
                          "tcp://host:8786)")
-    ev.add_argument("--seed", type=int, default=1)
+    ev.add_argument("--seed", type=_nonnegative_int, default=1)
     ev.set_defaults(func=cmd_evaluate)
 
     ft = sub.add_parser("fit", parents=[common], help="fit a bundled Stan program and save "
@@ -102,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--out", required=True, help="output directory")
     ft.add_argument("--chains", type=_positive_int, default=4)
     ft.add_argument("--draws", type=_positive_int, default=1000)
-    ft.add_argument("--warmup", type=int, default=1000)
-    ft.add_argument("--seed", type=int, default=1)
+    ft.add_argument("--warmup", type=_nonnegative_int, default=1000)
+    ft.add_argument("--seed", type=_nonnegative_int, default=1)
     ft.add_argument("--adapt-delta", type=_unit_interval, default=None)
     ft.add_argument("--backend", default="auto", choices=("auto", "cmdstan", "stanli",
                                                            "pystan"))
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="scale each predictor to mean 0, sd 1")
     ft.add_argument("--columns", type=int, help="use a random subset of this many predictor "
                                                 "columns (chosen without looking at y)")
-    ft.add_argument("--columns-seed", type=int, default=0)
+    ft.add_argument("--columns-seed", type=_nonnegative_int, default=0)
     ft.add_argument("--prior", action="append", metavar="KEY=VALUE",
                     help="prior setting of the bundled program (e.g. p0=20, H=5, prior_sd=2)")
     ft.set_defaults(func=cmd_fit)

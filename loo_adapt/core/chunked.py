@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 
 from loo_adapt.core.psis import (
+    _WARN_COLUMNS,
     MIN_DRAWS,
     PsisLoo,
     _columns,
@@ -128,7 +129,8 @@ def from_blocks(fields, n_samples: int) -> PsisLoo:
     if failed.size:
         warnings.warn(
             "the generalized Pareto distribution could not be fitted (fewer than 5 tail draws, "
-            f"a constant tail or a failed fit) in column(s) {_columns(failed)}; khat set to inf "
+            f"a constant tail or a failed fit) in {failed.size} column(s) "
+            f"{_columns(failed, _WARN_COLUMNS)}; khat set to inf "
             "and the weights left unsmoothed",
             stacklevel=2,
         )

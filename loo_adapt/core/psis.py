@@ -647,9 +647,15 @@ def pareto_k_category(khat, n_draws: int) -> np.ndarray:
 
 
 def _prepare_r_eff(r_eff, n_obs: int) -> np.ndarray:
+    """A user's ``r_eff`` as a float array (n_obs,); anything but finite numbers > 0 (NaN, inf,
+    booleans, text, a wrong length) is refused naming the observations (R loo replaces NA by
+    1: here a NaN is an error, never a silent 1)."""
     if r_eff is None:
         return np.ones(n_obs)
-    r = np.asarray(r_eff, dtype=float)
+    r = np.asarray(r_eff)
+    if r.dtype.kind not in "iuf" or r.size == 0:
+        raise TypeError(f"r_eff must be a number or an array of numbers, got {r_eff!r:.60}")
+    r = r.astype(float)
     if r.ndim == 0:
         r = np.full(n_obs, float(r))
     elif r.shape != (n_obs,):
@@ -659,13 +665,17 @@ def _prepare_r_eff(r_eff, n_obs: int) -> np.ndarray:
         )
     else:
         r = r.copy()
-    if np.any(np.isnan(r)):
-        # R loo (prepare_psis_r_eff) replaces NAs by 1 with a message
-        warnings.warn("r_eff contains NaN; replacing those values with 1", stacklevel=3)
-        r[np.isnan(r)] = 1.0
-    if np.any(~np.isfinite(r)) or np.any(r <= 0):
-        raise ValueError("r_eff values must be finite and > 0")
+    bad = ~(np.isfinite(r) & (r > 0))
+    if bad.any():
+        at = np.flatnonzero(bad)
+        raise ValueError(
+            f"r_eff must be finite and > 0 for every observation; got {float(r[at[0]])!r} at "
+            f"observation(s) {_columns(at)} (pass reff=None to compute it from the chains)")
     return r
+
+
+#: columns a warning lists before "... (N more)"
+_WARN_COLUMNS = 100
 
 
 def _columns(idx, limit=10) -> str:
@@ -714,19 +724,27 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
 
 
 def _warn_status(status, stacklevel):
+    """One warning naming every column whose k-hat was set to inf, with the cause of each
+    (a warning per cause could be read as the whole list)."""
+    causes = []
     for code, msg in (
-        (_SHORT_TAIL, "not enough tail draws (< 5) to fit the generalized Pareto distribution"),
-        (_CONSTANT_TAIL, "can't fit the generalized Pareto distribution because all tail "
-                         "values are the same"),
-        (_FIT_FAILED, "the generalized Pareto fit failed"),
+        (_SHORT_TAIL, "not enough tail draws (< 5)"),
+        (_CONSTANT_TAIL, "all tail values the same"),
+        (_FIT_FAILED, "the fit failed"),
     ):
         cols = np.flatnonzero(status == code)
         if cols.size:
-            warnings.warn(
-                f"{msg} in column(s) {_columns(cols)}; khat set to inf and the weights left "
-                "unsmoothed",
-                stacklevel=stacklevel + 1,
-            )
+            causes.append((cols, msg))
+    if not causes:
+        return
+    every = np.sort(np.concatenate([c for c, _ in causes]))
+    detail = "; ".join(f"{msg} in {_columns(cols, _WARN_COLUMNS)}" for cols, msg in causes)
+    warnings.warn(
+        f"the generalized Pareto distribution could not be fitted in {every.size} column(s) "
+        f"{_columns(every, _WARN_COLUMNS)} ({detail}); khat set to inf and the weights left "
+        "unsmoothed",
+        stacklevel=stacklevel + 1,
+    )
 
 
 def _as_matrix(x, what):

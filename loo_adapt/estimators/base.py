@@ -333,6 +333,22 @@ class Context:
         nothing to check), else why it could not be checked."""
         return "" if self.prior_check_fn is None else str(self.prior_check_fn(self))
 
+    @cached_property
+    def chains_disagree(self):
+        """(rows, R-hat) of the observations whose log-likelihood chains disagree
+        (`loo_adapt.core.convergence.disagreeing_columns`: rank-normalised split R-hat above
+        1.01 or a chain stuck at one value), or None when there is nothing to compare (one
+        chain, draws of an approximation, fewer than 4 draws per chain)."""
+        draws = self.draws
+        if (draws is None or getattr(draws, "is_approximate", False)
+                or draws.n_chains < 2 or draws.n_draws < 4):
+            return None
+        from loo_adapt.core.convergence import disagreeing_columns
+
+        ll = self.draws.log_lik(self.var_name)
+        bad, rhat = disagreeing_columns(ll.reshape(ll.shape[0], ll.shape[1], -1))
+        return np.flatnonzero(bad), rhat
+
     def need_program(self, what: str):
         if self.program is None:
             raise ValueError(
@@ -374,9 +390,59 @@ def rows_of(result, which: str) -> np.ndarray:
     return np.flatnonzero(~result.reliable)
 
 
+#: what verifies a row independently of the posterior draws (their chains may disagree);
+#: a pooled "mixis+psis" row leans on the posterior's PSIS too
+INDEPENDENT_OF_DRAWS = {"refit": None, "mixis_mcse": ("mixis",)}
+
+
+def _mark_disagreeing(result, rows, rhat):
+    """Rows whose chains disagree lose any "reliable" that rests on the posterior draws
+    (k-hat, certification of an adapted draw), with the reason; refits and MixIS on its own
+    mixture draws keep theirs."""
+    import dataclasses
+
+    reliable, verified, reason = (result.reliable.copy(), result.verified_by.copy(),
+                                  result.reason.copy())
+    for i in rows:
+        methods = INDEPENDENT_OF_DRAWS.get(str(verified[i]), ())
+        if reliable[i] and (methods is None or str(result.method[i]) in methods):
+            continue
+        why = (f"chains disagree: rank-normalised split R-hat {rhat[i]:.3g} of its "
+               "log-likelihood > 1.01" if np.isfinite(rhat[i]) and rhat[i] > 1.01 else
+               "chains disagree: a chain is stuck at one value of its log-likelihood")
+        reliable[i] = False
+        verified[i] = ""
+        if "chains disagree" not in str(reason[i]):  # last: the reason that decides
+            reason[i] = (f"{reason[i]}; " if reason[i] else "") + why
+    return dataclasses.replace(result, reliable=reliable, verified_by=verified, reason=reason)
+
+
+def _warn_disagreeing(rows, rhat, var_name) -> None:
+    import warnings
+
+    from loo_adapt.result import observation_label
+
+    worst = float(np.nanmax(rhat[rows])) if np.isfinite(rhat[rows]).any() else float("nan")
+    warnings.warn(
+        f"the chains disagree on the log-likelihood of {rows.size} observation(s) "
+        f"(rank-normalised split R-hat > 1.01, largest {worst:.3g}, or a chain stuck at one "
+        "value; Vehtari et al. 2021): "
+        f"{observation_label(rows, var_name or 'log_lik', limit=100)}; no PSIS or adapted "
+        "estimate of them is verified: run the chains longer, check the sampler, or refit "
+        "them (fallback=('refit',))",
+        UserWarning, stacklevel=4)
+
+
 def run_stages(ctx: Context, result, stages) -> Any:
     """Fold the stages over ``result``: each estimator sees the rows its stage asks for, and
-    `PointwiseLoo.merge` writes what the stage accepts."""
+    `PointwiseLoo.merge` writes what the stage accepts.
+
+    Rows whose posterior chains disagree (`Context.chains_disagree`) start unreliable, and
+    after the fold only a verification independent of those draws (a refit, MixIS on its
+    own mixture draws) leaves them reliable; one warning names them."""
+    flagged = ctx.chains_disagree
+    if flagged is not None and flagged[0].size:
+        result = _mark_disagreeing(result, *flagged)
     for stage in stages:
         rows = rows_of(result, stage.rows)
         if rows.size == 0:
@@ -384,4 +450,7 @@ def run_stages(ctx: Context, result, stages) -> Any:
         est = stage.estimator(ctx, rows)
         accept = None if stage.accept == "all" else est.reliable
         result = result.merge(est, accept=accept)
+    if flagged is not None and flagged[0].size:
+        result = _mark_disagreeing(result, *flagged)
+        _warn_disagreeing(flagged[0], flagged[1], ctx.var_name)
     return result

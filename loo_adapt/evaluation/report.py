@@ -517,12 +517,16 @@ def results_dict(result, *, scale: str | None = None, name: str = "loo") -> dict
     }
 
 
-def load_results(path) -> PointwiseLoo:
+def load_results(path, *, verify: bool = True) -> PointwiseLoo:
     """The `PointwiseLoo` stored in a results.json by :func:`save_report`, field for field.
 
     Parameters
     ----------
     path : the results.json file or the report directory holding it.
+    verify : check the file against the sha256 its folder's manifest recorded and its
+        summary against its rows (`loo_adapt.evaluation.results_check`): a modified file is
+        an error; False loads it with a loud warning instead.  Columns of the wrong length,
+        dtype or type are an error either way.
 
     Returns
     -------
@@ -545,8 +549,11 @@ def load_results(path) -> PointwiseLoo:
         path = path / "results.json"
     if not path.is_file():
         raise FileNotFoundError(f"no results file {str(path)!r}")
+    from loo_adapt.evaluation import results_check as _check
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        payload = path.read_bytes()
+        data = json.loads(payload.decode("utf-8"))
         pw = data["pointwise"]
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not readable JSON ({err}); was it written completely?"
@@ -564,15 +571,24 @@ def load_results(path) -> PointwiseLoo:
     pw = {_OLD_NAMES.get(k, k): v for k, v in pw.items()}
     dtypes = {_OLD_NAMES.get(k, k): v for k, v in dtypes.items()}
     rest = {_OLD_NAMES.get(k, k): v for k, v in rest.items()}
+    _check.check_columns(path, pw, dtypes, data.get("n_obs"))
     kwargs = {}
-    for f in dataclasses.fields(PointwiseLoo):
-        if not f.init:
-            continue
-        if f.name in dtypes and pw.get(f.name) is not None:
-            kwargs[f.name] = _array(pw[f.name], dtypes[f.name])
-        elif f.name in rest:
-            kwargs[f.name] = _decode(rest[f.name])
-    return PointwiseLoo(**kwargs)
+    try:
+        for f in dataclasses.fields(PointwiseLoo):
+            if not f.init:
+                continue
+            if f.name in dtypes and pw.get(f.name) is not None:
+                kwargs[f.name] = _array(pw[f.name], dtypes[f.name])
+            elif f.name in rest:
+                kwargs[f.name] = _decode(rest[f.name])
+        loaded = PointwiseLoo(**kwargs)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
+        raise _check.ResultsFileError(
+            f"{path}: not a loo_adapt result ({type(err).__name__}: {err}); was it edited? "
+            "Write it again with save_report") from None
+    _check.check_integrity(path, payload, data, loaded, read_manifest(path.parent), verify)
+    _check.check_fields(path, loaded)
+    return loaded
 
 
 # --------------------------------------------------------------------------- report

@@ -381,6 +381,25 @@ def _cache_dir() -> pathlib.Path:
     return pathlib.Path(root)
 
 
+class CacheNotWritableError(RuntimeError):
+    """The cache folder (compiled models, flagged programs) cannot be written; the message
+    names it and ``LOO_ADAPT_CACHE`` (it is never the report folder)."""
+
+
+def write_to_cache(target: pathlib.Path, write) -> None:
+    """Create ``target``'s folder in the cache and call ``write(target)``; a folder or file
+    that cannot be written is reported as the cache's fault, naming it."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write(target)
+    except OSError as err:
+        where = err.filename or target
+        raise CacheNotWritableError(
+            f"the loo_adapt cache folder {str(_cache_dir())!r} cannot be written "
+            f"({err.strerror or err} at {str(where)!r}); set the environment variable "
+            "LOO_ADAPT_CACHE to a writable folder") from None
+
+
 def _cmdstan_model(path: pathlib.Path):
     """A compiled CmdStanModel, built once per program text in a writable cache.
 
@@ -392,8 +411,7 @@ def _cmdstan_model(path: pathlib.Path):
     text = path.read_bytes()
     target = _cache_dir() / "cmdstan" / hashlib.sha256(text).hexdigest()[:16] / path.name
     if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+        write_to_cache(target, lambda t: shutil.copyfile(path, t))
     return cmdstanpy.CmdStanModel(stan_file=str(target))
 
 

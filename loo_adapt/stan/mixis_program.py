@@ -369,8 +369,7 @@ def flagged_program_path(stan_file, log_lik: str = "log_lik"):
     key = hashlib.sha256((log_lik + "\0" + code).encode()).hexdigest()[:16]
     target = _stan._cache_dir() / "mixis" / key / f"{path.stem}_mixis.stan"
     if not target.is_file() or target.read_text() != flagged:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(flagged)
+        _stan.write_to_cache(target, lambda t: t.write_text(flagged))
     return target
 
 

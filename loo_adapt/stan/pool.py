@@ -45,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from collections import deque
 from concurrent.futures import Executor
 
@@ -52,6 +53,7 @@ import numpy as np
 
 __all__ = [
     "Checkpoint",
+    "CheckpointError",
     "Interrupted",
     "LocalProcessPool",
     "ExecutorPool",
@@ -188,6 +190,11 @@ def fingerprint(*parts) -> str:
     return h.hexdigest()[:16]
 
 
+class CheckpointError(ValueError):
+    """A checkpoint folder that cannot be used for this run (another run's, no manifest,
+    a file that is not a saved row): the message names the folder or file and the fix."""
+
+
 class Checkpoint:
     """A directory holding one ``<key>.npz`` per finished task and a ``manifest.json``.
 
@@ -216,7 +223,7 @@ class Checkpoint:
             raise TypeError(f"checkpoint must be a directory path, got {type(path).__name__}")
         self.path = pathlib.Path(path)
         if self.path.exists() and not self.path.is_dir():
-            raise ValueError(
+            raise CheckpointError(
                 f"checkpoint {str(self.path)!r} is a file; give a directory (it is created)"
             )
         self.path.mkdir(parents=True, exist_ok=True)
@@ -230,12 +237,20 @@ class Checkpoint:
             except ValueError:
                 found = None
             if found != wanted:
-                raise ValueError(
+                raise CheckpointError(
                     f"checkpoint {str(self.path)!r} holds another run ({found}); its rows would "
                     "not belong to this one. Use a new directory, or delete this one to start "
                     "over"
                 )
         else:
+            rows = [f.name for f in self.path.glob("*.npz") if not f.name.startswith(".tmp-")]
+            if rows:
+                raise CheckpointError(
+                    f"checkpoint {str(self.path)!r} holds {len(rows)} saved row(s) (e.g. "
+                    f"{rows[0]}) but no manifest.json, so nothing says which run they belong "
+                    "to (they may be another program's, data set's or function's); they are not "
+                    "reused. Use a new directory, or delete this one to start over"
+                )
             self._write_bytes(manifest, json.dumps(wanted).encode())
 
     def _write_bytes(self, target: pathlib.Path, payload: bytes) -> None:
@@ -292,9 +307,20 @@ class Checkpoint:
         for f in sorted(self.path.glob("*.npz")):
             if f.name.startswith(".tmp-"):
                 continue
-            with np.load(f, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files if k != "__meta__"}
-                meta = json.loads(str(z["__meta__"]))
+            try:
+                with np.load(f, allow_pickle=False) as z:
+                    arrays = {k: z[k] for k in z.files if k != "__meta__"}
+                    meta = json.loads(str(z["__meta__"]))
+                if not isinstance(meta, dict):
+                    raise CheckpointError("its metadata is not a JSON object")
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+                # numpy's own text suggests allow_pickle=True: never for a checkpoint file
+                why = ("not a numpy .npz archive of plain arrays" if "pickle" in str(err)
+                       else str(err))
+                raise CheckpointError(
+                    f"checkpoint file {str(f)!r} is not a row this package wrote ({why}); "
+                    f"delete it (its row is then redone) or use a new checkpoint directory"
+                ) from None
             out[f.stem] = (arrays, meta)
         return out
 

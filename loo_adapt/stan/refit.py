@@ -430,6 +430,19 @@ def _check_seconds(name, value):
     return float(value)
 
 
+def _check_thresholds(max_rhat, min_ess) -> None:
+    """The convergence check's thresholds: finite numbers (NaN or inf would pass everything)."""
+    def finite(v):
+        return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                and bool(np.isfinite(v)))
+
+    if not (finite(max_rhat) and max_rhat > 1):
+        raise ValueError(f"max_rhat must be a finite number above 1 (e.g. 1.01), got "
+                         f"{max_rhat!r}")
+    if min_ess is not None and not (finite(min_ess) and min_ess > 0):
+        raise ValueError(f"min_ess must be a positive, finite number, got {min_ess!r}")
+
+
 def _check_refit_fn(refit_fn) -> None:
     if refit_fn is not None and not (callable(refit_fn) or _is_wrapper(refit_fn)):
         missing = [m for m in _WRAPPER_METHODS if not callable(getattr(refit_fn, m, None))]
@@ -450,13 +463,21 @@ def _program_fingerprint(program) -> dict:
 
     if program is None:
         return {}
-    return {"stan": program.stan_file.read_text(), "data": _jsonable(program.data)}
+    return {"stan": program.stan_file.read_text(), "data": _jsonable(program.data),
+            "fit_kwargs": _jsonable(dict(getattr(program, "fit_kwargs", {}) or {})),
+            "obs_dim_vars": repr(getattr(program, "obs_dim_vars", None)),
+            "log_lik": repr(getattr(program, "log_lik_name", None))}
 
 
-def _fn_name(fn) -> str | None:
+def _fn_fingerprint(fn, key=None) -> str | None:
+    """What identifies a ``refit_fn`` in a checkpoint: its content (code, closure values,
+    globals; :func:`loo_adapt.stan.fingerprint.function_fingerprint`) or the caller's
+    ``key``, never its name alone."""
+    from loo_adapt.stan.fingerprint import function_fingerprint
+
     if fn is None:
-        return None
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+        return None if key is None else function_fingerprint(None, key)
+    return function_fingerprint(fn, key)
 
 
 def _schedule(n_tasks: int, chains_per_task: int, n_jobs, executor):
@@ -491,6 +512,7 @@ def refit_loo(
     max_rhat: float = 1.01,
     min_ess: float | None = None,
     retry_unconverged: bool = True,
+    key: str | None = None,
 ) -> RefitResult:
     """Exact LOO by refitting without each observation in ``indices``.
 
@@ -518,6 +540,12 @@ def refit_loo(
         ``dask.distributed.Client``.
     checkpoint : directory; each finished refit is saved there as it completes, and refits
         already saved there (by an interrupted run with the same settings) are not redone.
+        The run is identified by content: the program's text, data and options, these
+        settings and, for ``refit_fn``, its code, closure values and the globals it reads
+        (:mod:`loo_adapt.stan.fingerprint`); a folder of another run is refused.
+    key : names the run in the checkpoint instead of hashing ``refit_fn`` (needed when it
+        holds a value whose content cannot be hashed, e.g. a pandas frame or a model object:
+        the error says so); change it whenever the function or its data change.
     timeout : hard limit per refit in seconds; a refit past it is stopped (its worker
         process terminated, with the local pool) and its row reported unverified.
     check_convergence : check divergences, R-hat and bulk ESS of each refit.
@@ -564,10 +592,7 @@ def refit_loo(
     max_refits = _check_int("max_refits", max_refits, 0)
     max_seconds = _check_seconds("max_seconds", max_seconds)
     timeout = _check_seconds("timeout", timeout)
-    if not (isinstance(max_rhat, (int, float)) and max_rhat > 1):
-        raise ValueError(f"max_rhat must be a number above 1 (e.g. 1.01), got {max_rhat!r}")
-    if min_ess is not None and not (isinstance(min_ess, (int, float)) and min_ess > 0):
-        raise ValueError(f"min_ess must be a positive number, got {min_ess!r}")
+    _check_thresholds(max_rhat, min_ess)
 
     k = idx.size
     res = RefitResult.empty(idx)
@@ -576,9 +601,9 @@ def refit_loo(
     ck = None
     if checkpoint is not None:
         ck = _pool.Checkpoint(checkpoint, "refit", _pool.fingerprint(
-            _program_fingerprint(program if use_program else None), _fn_name(refit_fn),
-            chains, draws, warmup, seed, check_convergence, max_rhat, min_ess,
-            retry_unconverged))
+            _program_fingerprint(program if use_program else None),
+            _fn_fingerprint(refit_fn, key), chains, draws, warmup, seed, check_convergence,
+            max_rhat, min_ess, retry_unconverged))
     start = time.perf_counter()
     pos_of = {int(i): p for p, i in enumerate(idx)}
 

@@ -123,13 +123,15 @@ def test_checkpoint_resume_skips_finished_rows(tmp_path):
     log1.mkdir()
     log2.mkdir()
     with pytest.warns(UserWarning, match="1 of 3"):
+        # Faulty(log1) and Faulty(log2) differ in content (their log folder): the key names
+        # them as one run
         first = refit_loo([0, 1, 5], refit_fn=Faulty(log1), seed=2, n_jobs=1, checkpoint=ck,
-                          progress=False)
+                          progress=False, key="faulty")
     assert first.status.tolist() == ["ok", "error", "ok"]
     assert sorted(f.name for f in ck.glob("*.npz")) == ["obs_0.npz", "obs_5.npz"]
     # resume (same settings): only the failed row runs again
     again = refit_loo([0, 1, 5], refit_fn=Faulty(log2), seed=2, n_jobs=1, checkpoint=ck,
-                      progress=False)
+                      progress=False, key="faulty")
     assert again.status[1] == "error"
     assert sorted(i for i, _ in calls(log2)) == [1]
     np.testing.assert_array_equal(again.elpd_i[[0, 2]], first.elpd_i[[0, 2]])
@@ -138,6 +140,9 @@ def test_checkpoint_resume_skips_finished_rows(tmp_path):
     # another run's settings must not pick up these rows
     with pytest.raises(ValueError, match="holds another run"):
         refit_loo([0, 5], refit_fn=Faulty(log2), seed=9, n_jobs=1, checkpoint=ck,
+                  progress=False, key="faulty")
+    with pytest.raises(ValueError, match="holds another run"):  # nor another function's
+        refit_loo([0, 5], refit_fn=Faulty(log2), seed=2, n_jobs=1, checkpoint=ck,
                   progress=False)
     with pytest.raises(ValueError, match="is a file"):
         Checkpoint(ck / "obs_0.npz", "refit", "x")
@@ -179,7 +184,7 @@ from test_refit_faults import Slow
 from loo_adapt.stan.refit import refit_loo
 # no `if __name__ == "__main__":` guard on purpose
 refit_loo(range(8), refit_fn=Slow({log!r}, 1.5), seed=4, n_jobs=2, checkpoint={ck!r},
-          progress=False)
+          progress=False, key="slow")
 print("finished")
 """
 
@@ -211,7 +216,7 @@ def test_signal_stops_workers_and_keeps_finished_refits(tmp_path, sig):
     log2 = tmp_path / "log2"
     log2.mkdir()
     res = refit_loo(range(8), refit_fn=Slow(log2, 0.0), seed=4, n_jobs=1, checkpoint=ck,
-                    progress=False)
+                    progress=False, key="slow")  # another log folder and delay: same run
     assert sorted(i for i, _ in calls(log2)) == sorted(set(range(8)) - set(saved))
     assert res.reliable.all()
     exact = np.array([exact_elpd(i) for i in range(8)])

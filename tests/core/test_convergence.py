@@ -1,0 +1,61 @@
+"""Rank-normalised split R-hat, bulk and tail ESS of many columns at once, against arviz's
+``rhat(method="rank")`` / ``ess(method="bulk" | "tail")`` on the same arrays (one column at
+a time there), for both engines (numpy twin and numba kernel)."""
+
+import arviz as az
+import numpy as np
+import pytest
+
+from loo_adapt.core import convergence as cv
+
+
+def columns(draws=301, seed=3):
+    """Columns meant to stress each step: iid, a shifted chain, ties, a scaled chain, a
+    stuck chain, a random walk, integers (many ties around the median), heavy tails."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(4, draws, 8))
+    x[0, :, 1] += 0.5
+    x[:, :, 2] = np.round(x[:, :, 2], 1)
+    x[1, :, 3] *= 3.0
+    x[2, :, 4] = x[2, 0, 4]
+    x[:, :, 5] = np.cumsum(x[:, :, 5], axis=1) * 0.1
+    x[:, :, 6] = np.round(x[:, :, 6] * 2.0)
+    x[:, :, 7] = rng.standard_t(1.5, size=(4, draws))
+    return x
+
+
+@pytest.mark.parametrize("draws", [300, 301])
+def test_all_three_equal_arviz(draws):
+    x = columns(draws)
+    got = cv.convergence_columns(x)
+    for j in range(x.shape[2]):
+        col = x[:, :, j]
+        assert got["rhat"][j] == pytest.approx(az.rhat(col, method="rank"), rel=1e-12)
+        assert got["ess_bulk"][j] == pytest.approx(az.ess(col, method="bulk"), rel=1e-9)
+        tail = az.ess(col, method="tail", prob=(0.05, 0.95))
+        assert got["ess_tail"][j] == pytest.approx(tail, rel=1e-9)
+
+
+def test_fused_kernel_equals_arviz_and_flags_the_stuck_chain(monkeypatch):
+    x = columns(301)
+    monkeypatch.setattr(cv, "use_numba", lambda *a: True)
+    bad, rhat = cv.disagreeing_columns(x)
+    want = np.array([az.rhat(x[:, :, j], method="rank") for j in range(x.shape[2])])
+    np.testing.assert_allclose(rhat, want, rtol=1e-12)
+    assert bad[4] and bad[1]  # the stuck chain, the shifted chain
+    assert bad.tolist() == ((want > 1.01) | (np.arange(8) == 4)).tolist()
+
+
+def test_numpy_twin_flags_the_same_columns(monkeypatch):
+    x = columns(300, seed=9)
+    monkeypatch.setattr(cv, "use_numba", lambda *a: False)
+    bad_np, rhat_np = cv.disagreeing_columns(x)
+    monkeypatch.setattr(cv, "use_numba", lambda *a: True)
+    bad_nb, rhat_nb = cv.disagreeing_columns(x)
+    np.testing.assert_allclose(rhat_np, rhat_nb, rtol=1e-12)
+    assert bad_np.tolist() == bad_nb.tolist()
+
+
+def test_one_chain_has_no_rhat():
+    bad, rhat = cv.disagreeing_columns(np.random.default_rng(0).normal(size=(1, 100, 3)))
+    assert not bad.any() and np.isnan(rhat).all()

@@ -1,0 +1,86 @@
+"""Issue 22.5: chains that disagree on the log-likelihood (a chain stuck at one draw, a
+chain elsewhere) are named in a warning and none of their rows is "verified" by PSIS k-hat
+alone; the generalized Pareto warning names every column whose k-hat is infinite.
+
+Independent expectations: arviz's rank-normalised R-hat of the same columns decides which
+rows disagree; a refit_fn with a known held-out density verifies rows independently.
+"""
+
+import warnings
+
+import arviz as az
+import numpy as np
+import pytest
+
+import loo_adapt
+
+
+def healthy(n=20, seed=0):
+    return -np.abs(np.random.default_rng(seed).normal(1.0, 0.3, size=(4, 500, n)))
+
+
+def test_chain_stuck_at_one_draw_is_never_reliable():
+    """A chain stuck at one draw gave "reliable" rows (up to z = 5.5) with no warning."""
+    ll = healthy()
+    ll[2] = ll[2, 0]  # chain 2 repeats its first draw: every column stuck
+    with pytest.warns(UserWarning, match=r"chains disagree on the log-likelihood of 20 obs"):
+        res = loo_adapt.loo(ll)
+    pw = res.loo_adapt
+    assert not pw.reliable.any()
+    assert all("chains disagree" in r for r in pw.reason)
+    assert (pw.verified_by == "").all()
+
+
+def test_rows_named_are_those_arviz_finds_disagreeing():
+    ll = healthy(seed=1)
+    ll[0, :, [3, 11]] -= 0.5  # chain 0 elsewhere on two observations
+    want = [j for j in range(ll.shape[2]) if az.rhat(ll[:, :, j], method="rank") > 1.01]
+    assert 3 in want and 11 in want
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = loo_adapt.loo(ll)
+    text = " ".join(str(w.message) for w in caught if "chains disagree" in str(w.message))
+    pw = res.loo_adapt
+    assert np.flatnonzero(~pw.reliable).tolist() == want
+    for j in want:
+        assert f"{j} (log_lik[{j + 1}])" in text
+        assert "R-hat" in pw.reason[j]
+
+
+def test_a_refit_still_verifies_a_row_whose_chains_disagree():
+    """A refit does not use the posterior draws: its rows are reliable; the rest are not."""
+    ll = healthy()
+    ll[2] = ll[2, 0]
+    with pytest.warns(UserWarning):
+        res = loo_adapt.loo(ll, fallback=("refit",), refit_kwargs={
+            "refit_fn": lambda i: np.full((2, 100), -1.0), "n_jobs": 1, "progress": False,
+            "max_refits": 3})
+    pw = res.loo_adapt
+    assert pw.reliable.sum() == 3 and (pw.verified_by[pw.reliable] == "refit").all()
+    assert np.all(pw.elpd_i[pw.reliable] == -1.0)
+
+
+def test_healthy_chains_give_no_convergence_warning():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = loo_adapt.loo(healthy(seed=2))
+    assert not any("chains disagree" in str(w.message) for w in caught)
+    assert res.loo_adapt.reliable.all()
+
+
+def test_gpd_warning_names_every_infinite_khat_column():
+    """Four columns with infinite k-hat (two causes): one warning names all four."""
+    ll = healthy(30)
+    rng = np.random.default_rng(3)
+    for j in (3, 12):  # one extreme draw: the generalized Pareto fit fails
+        ll[:, :, j] = 0.0
+        ll[0, 0, j] = -800.0
+    for j in (20, 27):  # the tail is one repeated value
+        ll[:, :, j] = rng.normal(size=(4, 500)) * 1e-300
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = loo_adapt.loo(ll, reff=1.0)
+    inf_cols = np.flatnonzero(np.isinf(res.loo_adapt.pareto_k)).tolist()
+    assert inf_cols == [3, 12, 20, 27]
+    gpd = [str(w.message) for w in caught if "generalized Pareto" in str(w.message)]
+    assert len(gpd) == 1 and "3, 12, 20, 27" in gpd[0]
