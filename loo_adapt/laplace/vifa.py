@@ -43,7 +43,7 @@ from scipy.special import expit
 
 from loo_adapt.laplace.fa import FactorGaussian
 
-__all__ = ["VIFA", "Target", "FamilyTarget", "as_target", "elbo_and_grad"]
+__all__ = ["VIFA", "Target", "FamilyTarget", "as_target", "elbo_and_grad", "map_estimate"]
 
 
 @runtime_checkable
@@ -226,6 +226,27 @@ def elbo_and_grad(target, q: FactorGaussian, h, z, rows=None):
     return value, (dc, dF, dlp)
 
 
+def map_estimate(target, init, *, maxiter=2000):
+    """The posterior mode by L-BFGS from ``init`` (D,), for VIFA's ``init="map"``."""
+    from scipy.optimize import minimize
+
+    prior = target.prior_gaussian
+
+    def fun(theta):
+        ll, g = target.log_lik_grad(theta[None])
+        if prior is None:
+            lp, gp = target.log_prior_grad(theta[None])
+            lp, gp = float(lp[0]), gp[0]
+        else:
+            m, a = prior
+            lp, gp = -0.5 * float(np.sum(a * (theta - m) ** 2)), -a * (theta - m)
+        return -(float(ll[0]) + lp), -(g[0] + gp)
+
+    res = minimize(fun, np.asarray(init, dtype=float), jac=True, method="L-BFGS-B",
+                   options={"maxiter": int(maxiter), "gtol": 1e-8})
+    return res.x
+
+
 class _Adam:
     def __init__(self, shapes, b1=0.9, b2=0.999, eps=1e-8):
         self.m = [np.zeros(s) for s in shapes]
@@ -260,8 +281,9 @@ class VIFA:
     model : a `loo_adapt.models` family (``ReLUNet(hidden=H)``, ``LogisticRegression`` with
         Normal / Student-t / flat priors) or a `Target`.
     K : number of factors.
-    init : starting mean c (D,), e.g. the MAP the Laplace methods start from; default
-        N(0, 0.1^2) entries (seeded).
+    init : starting mean c (D,), e.g. the MAP the Laplace methods start from; "map": the
+        L-BFGS mode from N(0, 0.1^2) entries (`map_estimate`); default (None) those
+        N(0, 0.1^2) entries themselves (seeded).
     init_var : starting diagonal variances psi; F starts at N(0, init_var / K) entries.
     n_mc : L, draws per step.  batch_size : M observations per step (None: all N).
     lr : Adam learning rate (c and log psi); lr_F : for F (default lr).
@@ -313,8 +335,12 @@ class VIFA:
                              window=int(window), tol=tol, decay_iter=int(decay_iter),
                              init_var=init_var, seed=seed)
         self.rng = np.random.default_rng(seed)
-        if init is None:
+        if init is None or (isinstance(init, str) and init == "map"):
             c = 0.1 * self.rng.standard_normal(D)
+            if init is not None:
+                c = map_estimate(self.target, c)
+        elif isinstance(init, str):
+            raise ValueError(f"init must be a vector, 'map' or None, got {init!r}")
         else:
             c = np.asarray(init, dtype=float).reshape(-1)
             if c.shape != (D,) or not np.all(np.isfinite(c)):

@@ -232,3 +232,18 @@ def test_bad_settings_are_refused():
         VIFA(object(), K=1)
     with pytest.raises(ValueError, match="hidden"):
         VIFA(ReLUNet(np.zeros((3, 2)), np.array([0, 1, 0])), K=1)
+
+
+def test_cli_vifa_writes_a_report(tmp_path):
+    from loo_adapt.cli import main
+
+    out = tmp_path / "report"
+    base = ["vifa", "--data", f"{FIXTURE}/logistic_normal.data.json", "--model", "logistic",
+            "--out", str(out), "--draws", "500", "--max-iter", "400", "-q"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(base + ["--K", "2"])
+    assert code in (0, 3)
+    summary = next(out.glob("*summary*")).read_text()
+    assert "approximation (vifa)" in summary and "Pareto k-hat of p/q" in summary
+    assert main(base + ["--K", "10000"]) == 1  # K > D: one-line input error
