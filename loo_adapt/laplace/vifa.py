@@ -367,7 +367,7 @@ class VIFA:
         adam = _Adam([p.shape for p in params])
         trace, window_means = [], []
         total = s["mean_iter"] + s["max_iter"] + s["decay_iter"]
-        bar = _bar(total, progress, self.target)
+        bar = _bar(total, self.n_mc, progress, self.target)
         self.converged = False
         phase_decay = 0
         it = 0
@@ -477,10 +477,11 @@ class VIFA:
                 f"converged={getattr(self, 'converged', False)})")
 
 
-def _bar(total, progress, target):
-    """tqdm bar; by default only for runs expected to last more than ~5 s."""
+def _bar(total, n_mc, progress, target):
+    """tqdm bar over the steps; by default only for runs expected to last more than a few
+    seconds (steps x draws x observations x weights above 5e9)."""
     if progress is None:
-        progress = total * target.dim * target.n_obs > 5e9
+        progress = total * n_mc * target.dim * target.n_obs > 5e9
     if not progress:
         return None
     from tqdm.auto import tqdm

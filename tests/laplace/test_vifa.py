@@ -185,7 +185,7 @@ def test_loo_through_p_over_q_matches_closed_form():
         m, c = t.posterior(keep)
         x = t.X[i]
         exact[i] = stats.norm(x @ m, np.sqrt(1 / t.beta + x @ c @ x)).logpdf(t.y[i])
-    res = loo_adapt.loo(fit)
+    res = loo_adapt.loo(fit.to_draws(n_draws=2000))
     r = res.loo_adapt
     assert r.draws_method == "vifa" and r.pareto_k_pq < 0.5
     assert np.all(r.reliable)
@@ -239,7 +239,8 @@ def test_cli_vifa_writes_a_report(tmp_path):
 
     out = tmp_path / "report"
     base = ["vifa", "--data", f"{FIXTURE}/logistic_normal.data.json", "--model", "logistic",
-            "--out", str(out), "--draws", "500", "--max-iter", "400", "-q"]
+            "--out", str(out), "--draws", "200", "--max-iter", "200", "-q",
+            "--threshold", "1"]  # adaptation (tested elsewhere) left out for the run time
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         code = main(base + ["--K", "2"])
@@ -247,3 +248,11 @@ def test_cli_vifa_writes_a_report(tmp_path):
     summary = next(out.glob("*summary*")).read_text()
     assert "approximation (vifa)" in summary and "Pareto k-hat of p/q" in summary
     assert main(base + ["--K", "10000"]) == 1  # K > D: one-line input error
+
+
+def test_vifa_draws_have_no_stan_csv_form(tmp_path):
+    from loo_adapt.io import write_stan_csv
+
+    fit = VIFA(_blr(), K=1, max_iter=100, decay_iter=0, seed=0, progress=False)
+    with pytest.raises(ValueError, match="no CmdStan method"):
+        write_stan_csv(fit.to_draws(n_draws=50), tmp_path, "vifa")
