@@ -34,6 +34,7 @@ model in the tests).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from typing import Protocol, runtime_checkable
@@ -360,6 +361,10 @@ class VIFA:
         return elbo_and_grad(self.target, q, h, z, rows)
 
     def _fit(self, progress):
+        with _one_blas_thread():
+            self._fit_loop(progress)
+
+    def _fit_loop(self, progress):
         s = self.settings
         t0 = time.perf_counter()
         clip = s["max_grad_norm"]
@@ -475,6 +480,17 @@ class VIFA:
     def __repr__(self):
         return (f"VIFA(D={self.q.dim}, K={self.K}, steps={getattr(self, 'n_iter', 0)}, "
                 f"converged={getattr(self, 'converged', False)})")
+
+
+def _one_blas_thread():
+    """One BLAS thread for the fit: its products are D x K by K x K or L x D, far too small
+    to gain from threads, and a threaded OpenBLAS on a busy machine made a K = 20 step
+    forty times slower (threadpoolctl when installed; otherwise nothing changes)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
 
 
 def _bar(total, n_mc, progress, target):
