@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-METHODS = ("mcmc", "advi", "laplace", "pathfinder", "other")
-APPROXIMATE_METHODS = ("advi", "laplace", "pathfinder")
+METHODS = ("mcmc", "advi", "laplace", "pathfinder", "vifa", "other")
+APPROXIMATE_METHODS = ("advi", "laplace", "pathfinder", "vifa")
 
 
 @dataclass
@@ -25,7 +25,8 @@ class Draws:
     variables : dict of name -> array of shape (chains, draws, *stan_shape)
     method : one of ``METHODS``
         The draws' origin in cmdstanpy's sense: ``"mcmc"`` (NUTS), ``"advi"`` (CmdStan
-        ``variational``), ``"laplace"``, ``"pathfinder"``, ``"other"`` (optimisation).
+        ``variational``), ``"laplace"``, ``"pathfinder"``, ``"vifa"`` (factor-analysis VI,
+        `loo_adapt.laplace.vifa`), ``"other"`` (optimisation).
         Approximate methods are reweighted by p/q when used for LOO.
     log_p, log_q : (chains, draws) arrays or None
         Unnormalised log posterior and approximation log density per draw; required

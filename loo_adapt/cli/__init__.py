@@ -5,6 +5,7 @@
     loo-adapt evaluate CSV... --data data.json --model logistic|logistic-rhs|relu --out DIR
     loo-adapt fit --model logistic-rhs --data FILE.csv|FILE.json --out DIR [--mixis]
     loo-adapt demo [--out DIR] [--quick]
+    loo-adapt vifa --data data.json --model logistic|relu --out DIR [--K 5]
 
 Exit codes (for scripts):
 

@@ -7,6 +7,7 @@ import argparse
 from .evaluate import CHECKPOINT, cmd_evaluate
 from .fit import DEMO_FULL, DEMO_QUICK, cmd_demo, cmd_fit
 from .inputs import _nonnegative_int, _positive_float, _positive_int, _unit_interval
+from .vifa import add_vifa_parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
                "the computation failed; 130 interrupted; 143 terminated.",
     )
     parser.add_argument("--version", action="version", version=f"loo-adapt {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{evaluate,fit,demo}")
+    sub = parser.add_subparsers(dest="command", metavar="{evaluate,fit,demo,vifa}")
     sub.required = True
     models = sorted(ALIASES)
 
@@ -131,5 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--chains", type=_positive_int)
     dm.add_argument("--draws", type=_positive_int)
     dm.set_defaults(func=cmd_demo)
+    add_vifa_parser(sub, common, models)
     return parser
 

@@ -42,7 +42,8 @@ ACCEPTED = (
     "loo_adapt.Draws; cmdstanpy CmdStanMCMC / CmdStanVB / CmdStanLaplace / CmdStanPathfinder / "
     "CmdStanMLE; a Stan CSV path, directory, glob or list of paths (str or pathlib.Path); "
     "a netCDF (.nc) or zarr path; arviz.InferenceData, xarray.DataTree / Dataset / DataArray; "
-    "stanli.Fit; dict of (chains, draws, ...) arrays (with method=); numpy array of pointwise "
+    "stanli.Fit; a fit with to_draws() (loo_adapt.laplace.VIFA); dict of (chains, draws, ...) "
+    "arrays (with method=); numpy array of pointwise "
     "log-likelihood, (chains, draws, n) or (S, n)"
 )
 
@@ -113,7 +114,8 @@ def read_draws(
     obj : object
         A `Draws` (returned as is); cmdstanpy fit; Stan CSV path(s) / directory / glob;
         netCDF or zarr path; InferenceData / DataTree / xarray Dataset / DataArray;
-        stanli.Fit; dict of (chains, draws, ...) arrays; array of pointwise log-likelihood.
+        stanli.Fit; an object with ``to_draws()`` (`loo_adapt.laplace.VIFA`); dict of
+        (chains, draws, ...) arrays; array of pointwise log-likelihood.
     method : str, optional
         The draws' origin in cmdstanpy's sense: ``"mcmc"``, ``"advi"`` (CmdStan
         ``variational``), ``"laplace"``, ``"pathfinder"``, ``"other"`` (optimisation).
@@ -183,6 +185,14 @@ def read_draws(
         if expected not in (None, "mcmc"):
             raise ValueError(f"a stanli.Fit holds NUTS draws, not {method!r}")
         draws = read_stanli(obj, var_names=var_names, **kw)
+    elif callable(getattr(obj, "to_draws", None)):  # a fit that makes its own (VIFA)
+        if kw:
+            raise TypeError(f"unexpected options for a {type(obj).__name__}: {sorted(kw)}")
+        draws = obj.to_draws()
+        expected = normalize_method(method)
+        if expected is not None and expected != draws.method:
+            raise ValueError(f"method={method!r} requested but the fit holds "
+                             f"{draws.method!r} draws")
     elif isinstance(obj, Mapping):
         draws = read_dict(obj, method=method, var_names=var_names, **kw)
     elif isinstance(obj, np.ndarray) or hasattr(obj, "__array__"):

@@ -56,6 +56,7 @@ DENSITY_COLUMNS = {
     "advi": ("log_p__", "log_g__"),
     "laplace": ("log_p__", "log_q__"),
     "pathfinder": ("lp__", "lp_approx__"),
+    "vifa": ("log_p__", "log_q__"),  # loo_adapt.laplace.vifa, not a CmdStan method
 }
 MCMC_STATS = (
     "lp__",

@@ -371,7 +371,10 @@ def write_stan_csv(draws: Draws, out_dir, prefix: str, *, model: str = "model",
     warmup = config.pop("warmup", 0)
     delta = config.pop("adapt_delta", 0.8)
     settings = {**draws.config, **config}
-    method = CMDSTAN_METHOD[draws.method]
+    method = CMDSTAN_METHOD.get(draws.method)
+    if method is None:
+        raise ValueError(f"{draws.method!r} draws come from no CmdStan method, so they have no "
+                         "Stan CSV form; keep the fit object (or pickle the Draws)")
     names, blocks = _stat_blocks(draws)
     n_stats = len(names)
     for key, value in draws.variables.items():

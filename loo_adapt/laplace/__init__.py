@@ -5,6 +5,8 @@ ReLU net against MCMC leave-one-out.
   `loo_adapt.models.relu.ReLUNet` plus J^T r and the NTK), log posterior, MAP, modes.
 - `lla`: linearised Laplace in weight and function space, predictive, cavity LOO, evidence.
 - `ella`: Nystrom-feature LLA.  `valla`: sparse variational LLA.
+- `vifa`: factor-analysis variational inference (q = N(c, F F^T + Psi), `fa`), whose draws
+  carry log p and log q for LOO through p/q.
 - `compare`: the comparison table against MCMC LOO.
 """
 
@@ -27,12 +29,13 @@ from loo_adapt.laplace.net import (
     log_posterior,
 )
 from loo_adapt.laplace.valla import VaLLA, kmeans_inducing
+from loo_adapt.laplace.vifa import VIFA
 
 __all__ = [
     "Comparison", "compare", "plot_comparison", "ELLA", "ella_sweep", "FunctionSpaceLLA",
     "WeightSpaceLLA", "LooPredictive", "cavity_loo", "log_predictive", "predictive_prob",
     "LinearModel", "Mode", "ReLUPoint", "find_map", "find_modes", "log_posterior", "VaLLA",
-    "kmeans_inducing",
+    "kmeans_inducing", "VIFA",
 ]
 
 
