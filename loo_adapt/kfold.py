@@ -429,7 +429,7 @@ def kfold(
         r_eff=1.0, method=np.full(n, "refit", dtype=object), loo_prob=loo_prob,
         y=np.asarray(y, dtype=float) if binary else None, diagnostic=ess, reliable=reliable,
     )
-    out = to_elpd_data(result, scale=scale)
+    out = to_elpd_data(result, scale=scale, n_folds=n_folds)
     out.kfold = {"folds": fold_of, "fold_status": fold_status, "fold_reason": fold_reason,
                  "seconds": seconds}
     return out
