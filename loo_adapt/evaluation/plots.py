@@ -29,6 +29,7 @@ __all__ = [
     "TRANSFORM_LABELS",
     "VALUE_FMT",
     "transform_color",
+    "legend_outside",
     "plot_khat",
     "plot_khat_candidates",
     "plot_khat_hist",
@@ -103,8 +104,9 @@ def _ordered(names) -> list[str]:
 
 
 def _get_ax(ax, figsize=(7.0, 4.0)):
+    """The given Axes, or one on a new figure whose layout makes room for outside legends."""
     if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
     return ax
 
 
@@ -243,10 +245,61 @@ def _check_len(name, arr, n):
 
 
 # --------------------------------------------------------------------------- plot_khat
+#: Estimators whose rows have no k-hat of their own (their check is an MCSE / a refit).
+NO_KHAT = ("mixis", "refit")
+#: At most this many value labels in a k-hat plot (the highest k-hat first).
+MAX_LABELS = 12
+
+
+def legend_outside(ax, *, where: str = "right", fontsize: float = 8, extra=(), **kws):
+    """A legend outside the axes (right of it or below it), so it hides no data.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes.
+    where : "right" or "below".
+    fontsize : legend type size.
+    extra : more legend handles (artists not drawn in the axes, e.g. a note).
+    **kws : passed to ``ax.legend``.
+
+    Returns
+    -------
+    matplotlib Legend or None (nothing labelled)
+
+    Examples
+    --------
+    >>> ax = plt.subplots()[1]
+    >>> _ = ax.plot([0, 1], label="a")
+    >>> bool(legend_outside(ax).get_bbox_to_anchor().x0 > ax.bbox.x1)
+    True
+    """
+    handles, labels = ax.get_legend_handles_labels()
+    handles = list(handles) + list(extra)
+    labels = list(labels) + [h.get_label() for h in extra]
+    if not handles:
+        return None
+    if where == "below":  # below the tick labels and the x label, whatever the axes' size
+        from matplotlib.transforms import offset_copy
+
+        below = offset_copy(ax.transAxes, fig=ax.figure, y=-38, units="points")
+        kws = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "bbox_transform": below,
+               "ncol": 1, **kws}
+    else:
+        kws = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), **kws}
+    return ax.legend(handles, labels, fontsize=fontsize, borderaxespad=0.0, frameon=False,
+                     **kws)
+
+
+def _wrap(text: str, width: int = 44) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(str(text), width)) or str(text)
+
+
 def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=None,
               label_min: bool = True, legend: bool = True, markersize: float = 18.0,
-              n_samples=None, **scatter_kws):
-    """Pareto k-hat per observation, before (black) and after adaptation (by estimator).
+              n_samples=None, title: bool = True, **scatter_kws):
+    """Pareto k-hat per observation, each row drawn by the estimator that produced it.
 
     Parameters
     ----------
@@ -257,9 +310,14 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
         a PointwiseLoo when not given.
     threshold : horizontal line; defaults to the result's threshold (arviz ``good_k``),
         else min(1 - 1/log10 S, 0.7) from ``n_samples``, else 0.7.
-    label_min : write the smallest k-hat reached next to every observation that was above
-        the threshold or was adapted (highest first; labels that would overlap are left out).
+    label_min : write the k-hat in use next to the rows that matter: those still above the
+        threshold and the adapted ones (highest first, at most `MAX_LABELS`; labels that
+        would overlap are left out).  Rows estimated by MixIS or refits are not labelled:
+        their PSIS k-hat is not what their estimate rests on.
+    legend : a legend right of the axes.
     n_samples : number of posterior draws S, for the threshold of a bare k-hat array.
+    title : a title saying what is drawn ("before and after adaptation" only when a row was
+        adapted).
 
     Returns
     -------
@@ -271,8 +329,10 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
     >>> round(ax.lines[0].get_ydata()[0], 2)
     0.67
 
-    Observations finished by refits or MixIS have no k-hat after adaptation: they are shown
-    as hollow rings of their colour around the black dot.
+    Rows estimated by PSIS are black dots.  An adapted row is a grey dot at its PSIS k-hat
+    joined to a dot coloured by its transform at the k-hat after adaptation.  Rows estimated
+    by MixIS or refits have no k-hat: they are drawn as crosses in their estimator's colour
+    at the PSIS k-hat that sent them there, labelled as such.
     """
     khat, after0, method0, thr0 = _khat_input(result_or_khat)
     n = khat.size
@@ -282,46 +342,55 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
     _check_len("method", method, n)
     if after is not None and method is None:
         method = np.where(np.isfinite(after) & (after != khat), "adapted", "psis").astype(object)
-    if method is not None and after is None:
-        after = np.full(n, np.nan)
+    if method is None:
+        method = np.full(n, "psis", dtype=object)
+    if after is None:
+        after = np.where(method == "psis", khat, np.nan)
+    method = method.astype(str)
     thr = _resolve_threshold(threshold, thr0, n_samples)
 
     ax = _get_ax(ax)
     x = np.arange(n)
-    ax.scatter(x, khat, s=markersize, c="black", label="PSIS (before)", zorder=2,
-               **scatter_kws)
-    final = khat.copy()
-    if method is not None:
-        for name in _ordered(m for m in method if m != "psis"):
-            sel = method == name
-            finite = sel & np.isfinite(after)
-            color = transform_color(name)
-            if finite.any():
-                ax.scatter(x[finite], after[finite], s=markersize, color=color, zorder=3,
-                           label=f"{_label(name)} (n={int(sel.sum())})", **scatter_kws)
-            missing = sel & ~np.isfinite(after)
-            if missing.any():
-                ax.scatter(x[missing], khat[missing], s=markersize * 4, facecolors="none",
-                           edgecolors=color, zorder=3,
-                           label=f"{_label(name)} (n={int(missing.sum())}, no k-hat)")
-        adapted = (method != "psis") & np.isfinite(after)
-        final[adapted] = np.minimum(khat[adapted], after[adapted])
-        if adapted.any():
-            # Thin connectors make the before -> after pairs readable when n is large.
-            ax.vlines(x[adapted], khat[adapted], after[adapted], colors="0.7", lw=0.8,
-                      zorder=1)
-        show = (khat > thr) | (method != "psis")
-    else:
-        show = khat > thr
+    no_khat = np.isin(method, NO_KHAT) | ((method != "psis") & ~np.isfinite(after))
+    adapted = (method != "psis") & ~no_khat
+    psis = method == "psis"
+    if psis.any():
+        ax.scatter(x[psis], khat[psis], s=markersize, c="black", zorder=2,
+                   label=f"PSIS (n={int(psis.sum())})", **scatter_kws)
+    if adapted.any():
+        ax.scatter(x[adapted], khat[adapted], s=markersize, c="0.65", zorder=2,
+                   label="PSIS before adaptation", **scatter_kws)
+        ax.vlines(x[adapted], khat[adapted], after[adapted], colors="0.7", lw=0.8, zorder=1)
+    for name in _ordered(method[adapted]):
+        sel = adapted & (method == name)
+        ax.scatter(x[sel], after[sel], s=markersize, color=transform_color(name), zorder=3,
+                   label=f"{_label(name)}, after (n={int(sel.sum())})", **scatter_kws)
+    for name in _ordered(method[no_khat]):
+        sel = no_khat & (method == name)
+        ax.scatter(x[sel], khat[sel], s=markersize * 1.6, marker="x",
+                   color=transform_color(name), zorder=3, linewidths=1.2,
+                   label=_wrap(f"{_label(name)} (n={int(sel.sum())}): no k-hat; "
+                               "PSIS k-hat shown", 30))
     ax.axhline(thr, ls="--", color="gray", lw=1, label=f"threshold {KHAT_FMT.format(thr)}")
     ax.set_xlabel("observation")
     ax.set_ylabel(r"Pareto $\hat{k}$")
-    if label_min:
-        idx = np.flatnonzero(show & np.isfinite(final))
-        _place_labels(ax, x[idx], final[idx], [KHAT_FMT.format(v) for v in final[idx]],
-                      priority=khat[idx])
+    if title:
+        if adapted.any():
+            text = r"Pareto $\hat{k}$ before and after adaptation"
+        elif no_khat.any():
+            names = ", ".join(_label(m) for m in _ordered(method[no_khat]))
+            text = rf"Pareto $\hat{{k}}$ of PSIS (rows from {names} have no $\hat{{k}}$)"
+        else:
+            text = r"Pareto $\hat{k}$ of PSIS"
+        ax.set_title(text, fontsize=10)
     if legend:
-        ax.legend(fontsize=8, loc="best")
+        legend_outside(ax)
+    if label_min:
+        used = np.where(adapted, after, np.where(no_khat, np.nan, khat))
+        idx = np.flatnonzero(((used > thr) | adapted) & np.isfinite(used))
+        idx = idx[np.argsort(-khat[idx], kind="stable")][:MAX_LABELS]
+        _place_labels(ax, x[idx], used[idx], [KHAT_FMT.format(v) for v in used[idx]],
+                      priority=khat[idx])
     return ax
 
 
@@ -348,7 +417,8 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
 
     Each observation with candidates gets one x position (tick label = observation index);
     transforms are dodged horizontally and coloured as in the paper; the step size rho sets
-    the marker area (log scale).  The minimum per (observation, transform) is labelled.
+    the marker area (log scale).  The smallest k-hat per observation is labelled, in the
+    colour of the transform that reached it.
 
     Examples
     --------
@@ -415,29 +485,34 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
             continue
         ax.scatter(pos[sel] + dodge[t], kc[sel], s=sizes[sel], color=transform_color(name),
                    alpha=0.8, zorder=2, label=_label(name))
-        for i in np.unique(obs_i[sel]):
-            s = sel & (obs_i == i)
-            j = np.flatnonzero(s)[np.argmin(kc[s])]
-            lab_x.append(pos[j] + dodge[t])
-            lab_y.append(kc[j])
-            lab_t.append(KHAT_FMT.format(kc[j]))
-            lab_c.append(transform_color(name))
+    # one label per observation: the smallest k-hat any transform reached, in its colour
+    for i in np.unique(obs_i):
+        s = (obs_i == i) & np.isfinite(kc) & np.isin(names, transforms)
+        if not s.any():
+            continue
+        j = np.flatnonzero(s)[np.argmin(kc[s])]
+        lab_x.append(pos[j] + dodge[transforms.index(names[j])])
+        lab_y.append(kc[j])
+        lab_t.append(KHAT_FMT.format(kc[j]))
+        lab_c.append(transform_color(names[j]))
     ax.axhline(thr, ls="--", color="gray", lw=1, label=f"threshold {KHAT_FMT.format(thr)}")
+    ax.set_title(r"Pareto $\hat{k}$ of every tried transform and step size"
+                 + (" (held-out draws)" if use_holdout else ""), fontsize=10)
     ax.set_xlim(-0.6, obs.size - 0.4)
     ax.set_xlabel("observation")
     ax.set_ylabel(r"Pareto $\hat{k}$ (held-out draws)" if use_holdout else r"Pareto $\hat{k}$")
     _thin_ticklabels(ax, [str(i) for i in obs], rotation=90 if obs.size > 15 else 0)
+    if legend:
+        legend_outside(ax)
     if label_min:
         _place_labels(ax, lab_x, lab_y, lab_t, colors=lab_c,
                       priority=-np.asarray(lab_y, dtype=float))
-    if legend:
-        ax.legend(fontsize=8, loc="best")
     return ax
 
 
 # --------------------------------------------------------------------------- histogram
 def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None, n_samples=None):
-    """Histogram of k-hat (before adaptation, grey) and, when known, after (blue outline).
+    """Histogram of plain PSIS's k-hat (grey) and, where rows were adapted, of the k-hat used.
 
     Parameters
     ----------
@@ -451,6 +526,10 @@ def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None, n_samp
     -------
     matplotlib Axes
 
+    The "k-hat used" outline is drawn only when some row was adapted (its k-hat after
+    adaptation replaces PSIS's); rows estimated by MixIS or refits have no k-hat and are
+    counted in the legend instead of an empty histogram.
+
     Examples
     --------
     >>> ax = plot_khat_hist(np.array([0.1, 0.8, 0.3]), n_samples=1000)
@@ -460,22 +539,41 @@ def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None, n_samp
     before, after0, method, thr0 = _khat_input(khat)
     after = after0 if after is None else np.asarray(after, dtype=float).ravel()
     _check_len("after", after, before.size)
-    if method is not None and not np.any(method != "psis"):
-        after = None  # nothing adapted: the "after" histogram would duplicate "before"
+    used = None
+    no_khat = np.zeros(before.size, dtype=bool)
+    if method is not None:
+        method = np.asarray(method).astype(str)
+        no_khat = np.isin(method, NO_KHAT)
+        if after is not None:
+            no_khat |= (method != "psis") & ~np.isfinite(after)
+            if np.any((method != "psis") & ~no_khat):  # something was adapted
+                used = np.where(method == "psis", before, after)[~no_khat]
+    elif after is not None and np.any(np.isfinite(after) & (after != before)):
+        used = after[np.isfinite(after)]
     thr = _resolve_threshold(threshold, thr0, n_samples)
     vals = before[np.isfinite(before)]
-    if after is not None:
-        vals = np.r_[vals, after[np.isfinite(after)]]
+    if used is not None:
+        vals = np.r_[vals, used[np.isfinite(used)]]
     edges = np.histogram_bin_edges(np.r_[vals, thr], bins=bins)
-    ax = _get_ax(ax)
-    ax.hist(before[np.isfinite(before)], bins=edges, color="0.6", label="before adaptation")
-    if after is not None:
-        ax.hist(after[np.isfinite(after)], bins=edges, histtype="step", lw=1.5,
-                color="tab:blue", label="after adaptation")
+    ax = _get_ax(ax, figsize=(6.0, 4.0))
+    ax.hist(before[np.isfinite(before)], bins=edges, color="0.6",
+            label="PSIS" if used is None else "PSIS, before adaptation")
+    if used is not None:
+        ax.hist(used[np.isfinite(used)], bins=edges, histtype="step", lw=1.5,
+                color="tab:blue", label="k-hat used, after adaptation")
     ax.axvline(thr, ls="--", color="black", lw=1, label=f"threshold {KHAT_FMT.format(thr)}")
+    extra = []
+    if no_khat.any():
+        from matplotlib.lines import Line2D
+
+        names = ", ".join(_label(m) for m in _ordered(method[no_khat]))
+        extra.append(Line2D([], [], ls="", label=_wrap(
+            f"{int(no_khat.sum())} rows from {names}: no k-hat (PSIS's shown)", 30)))
     ax.set_xlabel(r"Pareto $\hat{k}$")
     ax.set_ylabel("number of observations")
-    ax.legend(fontsize=8)
+    ax.set_title(r"Pareto $\hat{k}$ of PSIS" + (" and after adaptation" if used is not None
+                                                else ""), fontsize=10)
+    legend_outside(ax, extra=extra)
     return ax
 
 
@@ -501,7 +599,29 @@ def _prob_items(y, probs):
     return np.asarray(y), out
 
 
-def plot_roc(y, probs, *, ax=None, diagonal: bool = True, legend: bool = True):
+def _curves(items, curve):
+    """[(labels, p, x, y)]: fits whose curves coincide are drawn once, under all their names."""
+    out = []
+    for label, p in items:
+        x, y = curve(p)
+        for group in out:
+            if group[2].shape == x.shape and np.array_equal(group[2], x) and np.array_equal(
+                    group[3], y):
+                group[0].append(label)
+                break
+        else:
+            out.append(([label], p, x, y))
+    return out
+
+
+def _curve_label(labels, value: str) -> str:
+    if len(labels) == 1:
+        return _wrap(f"{labels[0]} ({value})")
+    return _wrap(f"{' and '.join(labels)}: identical curves ({value})")
+
+
+def plot_roc(y, probs, *, ax=None, diagonal: bool = True, legend: bool = True,
+             title: str | None = "LOO ROC curve"):
     """ROC curves of several fits on one axis, AUROC (Eq. 8) in the legend.
 
     Parameters
@@ -509,11 +629,14 @@ def plot_roc(y, probs, *, ax=None, diagonal: bool = True, legend: bool = True):
     y : (n,) 0/1 outcomes.
     probs : dict label -> LOO probabilities (array or PointwiseLoo), or one array.
     ax : matplotlib Axes to draw on (a new figure when None).
-    diagonal : draw the chance line; legend : draw the legend.
+    diagonal : draw the chance line; legend : draw the legend (below the axes).
+    title : axes title (None for none).
 
     Returns
     -------
     matplotlib Axes
+        Fits whose curves coincide (the same ranking of the observations) are drawn once,
+        with one legend entry naming them all, so no line hides under another.
 
     Examples
     --------
@@ -522,32 +645,34 @@ def plot_roc(y, probs, *, ax=None, diagonal: bool = True, legend: bool = True):
     ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
     """
     y, items = _prob_items(y, probs)
-    ax = _get_ax(ax, figsize=(5.0, 5.0))
-    for label, p in items:
-        fpr, tpr, _ = metrics.roc_curve(y, p)
+    ax = _get_ax(ax, figsize=(5.0, 6.0))
+    for labels, p, fpr, tpr in _curves(items, lambda p: metrics.roc_curve(y, p)[:2]):
         auc = metrics.auroc(y, p)
-        ax.plot(fpr, tpr, lw=1.5, label=f"{label} (AUROC = {VALUE_FMT.format(auc)})")
+        ax.plot(fpr, tpr, lw=1.5, label=_curve_label(labels, f"AUROC = {VALUE_FMT.format(auc)}"))
     if diagonal:
-        ax.plot([0, 1], [0, 1], ls=":", color="gray", lw=1, label="_chance")
+        ax.plot([0, 1], [0, 1], ls=":", color="gray", lw=1, label="chance (random ranking)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.01)
     ax.set_aspect("equal")
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate")
+    if title:
+        ax.set_title(title, fontsize=10)
     if legend:
-        ax.legend(loc="lower right", fontsize=8)
+        legend_outside(ax, where="below")
     return ax
 
 
-def plot_pr(y, probs, *, ax=None, prevalence: bool = True, legend: bool = True):
+def plot_pr(y, probs, *, ax=None, prevalence: bool = True, legend: bool = True,
+            title: str | None = "LOO precision-recall"):
     """Precision-recall curves (step-wise) of several fits, average precision in the legend.
 
     The dotted horizontal line is the prevalence, the precision of a random ranking.
 
     Parameters
     ----------
-    y, probs, ax, legend : as in `plot_roc`.
-    prevalence : draw the prevalence line.
+    y, probs, ax, legend, title : as in `plot_roc`.
+    prevalence : draw (and label) the prevalence line.
 
     Returns
     -------
@@ -560,26 +685,31 @@ def plot_pr(y, probs, *, ax=None, prevalence: bool = True, legend: bool = True):
     'psis (AP = 0.833)'
     """
     y, items = _prob_items(y, probs)
-    ax = _get_ax(ax, figsize=(5.0, 5.0))
-    for label, p in items:
-        precision, recall, _ = metrics.precision_recall_curve(y, p)
+    ax = _get_ax(ax, figsize=(5.0, 6.0))
+    for labels, p, recall, precision in _curves(
+            items, lambda p: metrics.precision_recall_curve(y, p)[1::-1]):
         ap = metrics.average_precision(y, p)
         ax.plot(recall, precision, drawstyle="steps-post", lw=1.5,
-                label=f"{label} (AP = {VALUE_FMT.format(ap)})")
+                label=_curve_label(labels, f"AP = {VALUE_FMT.format(ap)}"))
     if prevalence:
-        ax.axhline(float(np.mean(y)), ls=":", color="gray", lw=1, label="_prevalence")
+        prev = float(np.mean(y))
+        ax.axhline(prev, ls=":", color="gray", lw=1,
+                   label=f"prevalence {VALUE_FMT.format(prev)} (random ranking)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.01)
     ax.set_xlabel("recall")
     ax.set_ylabel("precision")
+    if title:
+        ax.set_title(title, fontsize=10)
     if legend:
-        ax.legend(loc="lower left", fontsize=8)
+        legend_outside(ax, where="below")
     return ax
 
 
 def plot_calibration(y, probs, n_bins: int = 10, *, strategy: str = "uniform", ax=None,
                      diagonal: bool = True, legend: bool = True, band: float | None = 0.95,
-                     counts: bool = True):
+                     counts: bool = True,
+                     title: str | None = "Calibration of the LOO probabilities"):
     """Reliability diagram: observed frequency vs mean predicted probability per bin.
 
     Parameters
@@ -592,6 +722,7 @@ def plot_calibration(y, probs, n_bins: int = 10, *, strategy: str = "uniform", a
         probability falls (vertical bars in the fit's colour); None for none.
     counts : write the number of observations next to every bin's marker (left out where
         labels would overlap).
+    title : axes title (None for none); legend : a legend below the axes.
 
     Returns
     -------
@@ -609,14 +740,14 @@ def plot_calibration(y, probs, n_bins: int = 10, *, strategy: str = "uniform", a
     from scipy.stats import binom
 
     y, items = _prob_items(y, probs)
-    ax = _get_ax(ax, figsize=(5.0, 5.0))
+    ax = _get_ax(ax, figsize=(5.0, 6.0))
     lab_x, lab_y, lab_t, lab_c = [], [], [], []
     for label, p in items:
         prob_true, prob_pred, n_bin = metrics.calibration_curve(y, p, n_bins, strategy,
                                                                 return_counts=True)
         ece = metrics.expected_calibration_error(y, p, n_bins, strategy)
         (line,) = ax.plot(prob_pred, prob_true, marker="o", ms=4, lw=1.2,
-                          label=f"{label} (ECE = {VALUE_FMT.format(ece)})")
+                          label=_wrap(f"{label} (ECE = {VALUE_FMT.format(ece)})"))
         color = line.get_color()
         if band is not None:
             a = (1.0 - float(band)) / 2.0
@@ -628,19 +759,24 @@ def plot_calibration(y, probs, n_bins: int = 10, *, strategy: str = "uniform", a
         lab_t += [f"n={int(c)}" for c in n_bin]
         lab_c += [color] * len(n_bin)
     if diagonal:
-        ax.plot([0, 1], [0, 1], ls=":", color="gray", lw=1, label="_perfect")
+        ax.plot([0, 1], [0, 1], ls=":", color="gray", lw=1, label="perfect calibration")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_aspect("equal")
     ax.set_xlabel("mean predicted probability")
     ax.set_ylabel("observed frequency")
-    if band is not None:
-        ax.set_title(f"bars: {band:.0%} binomial band of a calibrated model", fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    if legend:
+        from matplotlib.lines import Line2D
+
+        extra = [] if band is None else [Line2D(
+            [], [], color="gray", lw=4, alpha=0.25,
+            label=f"{band:.0%} binomial band of a calibrated model")]
+        legend_outside(ax, where="below", extra=extra)
     if counts:
         _place_labels(ax, lab_x, lab_y, lab_t, colors=lab_c, fontsize=6,
                       priority=[int(t[2:]) for t in lab_t])
-    if legend:
-        ax.legend(loc="upper left", fontsize=8)
     return ax
 
 
@@ -682,7 +818,7 @@ def plot_loo_pit(pit, *, ax=None, band: float = 0.95, color="tab:blue", label=No
     grid = np.linspace(0.0, 1.0, 201)
     ecdf = np.searchsorted(u, grid, side="right") / n
     a = (1.0 - float(band)) / 2.0
-    ax = _get_ax(ax, figsize=(5.0, 4.0))
+    ax = _get_ax(ax, figsize=(5.0, 4.5))
     ax.fill_between(grid, binom.ppf(a, n, grid) / n - grid, binom.ppf(1 - a, n, grid) / n - grid,
                     color="0.85", step="post", label=f"{band:.0%} band (uniform)")
     ax.step(grid, ecdf - grid, where="post", color=color, lw=1.5,
@@ -692,8 +828,9 @@ def plot_loo_pit(pit, *, ax=None, band: float = 0.95, color="tab:blue", label=No
     ax.set_xlabel("LOO-PIT")
     ax.set_ylabel("ECDF difference")
     missing = int((~finite).sum())
+    title = "LOO-PIT: ECDF minus the uniform CDF"
     if missing:
-        ax.set_title(f"{missing} observations without weights on the posterior draws left out",
-                     fontsize=8)
-    ax.legend(fontsize=8, loc="best")
+        title += f"\n({missing} observations without weights on the posterior draws left out)"
+    ax.set_title(title, fontsize=9)
+    legend_outside(ax, where="below")
     return ax
