@@ -13,6 +13,8 @@ Public verbs (in the style of R loo and ArviZ):
 - `loo_pit(result, y, y_rep)`, `loo_expectations(result, values, kind=...)`: LOO-PIT and
   LOO expectations (R loo's ``E_loo``) with the weights of each row's estimator.
 - `save_report(result, dir)`, `plot_khat(result)`.
+- `pareto_k_table(result)`, `pareto_k_ids(result)`, `mcse_loo(result)`: R loo's diagnostics,
+  for every row whatever estimator produced it.
 
 Sub-packages, each loaded on first use: `core` (numpy in, numpy out), `estimators`,
 `transforms`, `models`, `stan`, `io`, `evaluation` (`metrics`, `plots`, `report`, `arviz`),
@@ -41,6 +43,9 @@ _LAZY = {
     "refit_loo": ("loo_adapt.stan.refit", "refit_loo"),
     "kfold": ("loo_adapt.kfold", "kfold"),
     "load_ovarian": ("loo_adapt.datasets", "load_ovarian"),
+    "pareto_k_table": ("loo_adapt.evaluation.diagnostics", "pareto_k_table"),
+    "pareto_k_ids": ("loo_adapt.evaluation.diagnostics", "pareto_k_ids"),
+    "mcse_loo": ("loo_adapt.evaluation.diagnostics", "mcse_loo"),
 }
 
 #: public sub-module name -> module path
