@@ -384,10 +384,15 @@ def _progress_bar(total: int, enabled: bool, desc: str = "LOO refits"):
     if not enabled:
         return None
     try:
-        from tqdm.auto import tqdm
+        import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc=desc, unit="fit")
+    try:  # a notebook widget needs ipywidgets; without it tqdm.auto warns (IProgress not found)
+        import ipywidgets  # noqa: F401
+        from tqdm.auto import tqdm as bar
+    except ImportError:
+        bar = tqdm.tqdm
+    return bar(total=total, desc=desc, unit="fit")
 
 
 def _announce(message: str, bar) -> None:
