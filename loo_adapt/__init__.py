@@ -12,6 +12,10 @@ Public verbs (in the style of R loo and ArviZ):
 - `read_draws(obj)` / `read_csv(paths)`: draws from cmdstanpy, Stan CSV, ArviZ, stanli, arrays.
 - `loo_pit(result, y, y_rep)`, `loo_expectations(result, values, kind=...)`: LOO-PIT and
   LOO expectations (R loo's ``E_loo``) with the weights of each row's estimator.
+- `compare({name: result, ...})`: R loo's ``loo_compare`` / arviz's ``compare`` (elpd_diff,
+  se_diff, p_worse, diagnostics, arviz's weights) and the part of each difference resting on
+  rows nothing verified; `loo_score(result, y, y_rep)`: CRPS / SCRPS (R loo's ``loo_crps``,
+  arviz's ``loo_score``) with each row's own draws and weights.
 - `save_report(result, dir)`, `plot_khat(result)`.
 - `pareto_k_table(result)`, `pareto_k_ids(result)`, `mcse_loo(result)`: R loo's diagnostics,
   for every row whatever estimator produced it.
@@ -42,6 +46,8 @@ _LAZY = {
     "StanProgram": ("loo_adapt.stan.program", "StanProgram"),
     "refit_loo": ("loo_adapt.stan.refit", "refit_loo"),
     "kfold": ("loo_adapt.kfold", "kfold"),
+    "compare": ("loo_adapt.compare", "compare"),
+    "loo_score": ("loo_adapt.score", "loo_score"),
     "load_ovarian": ("loo_adapt.datasets", "load_ovarian"),
     "pareto_k_table": ("loo_adapt.evaluation.diagnostics", "pareto_k_table"),
     "pareto_k_ids": ("loo_adapt.evaluation.diagnostics", "pareto_k_ids"),

@@ -7,7 +7,8 @@ import warnings
 
 import numpy as np
 
-from loo_adapt.draws import Draws
+from loo_adapt.advice import next_step
+from loo_adapt.entry import build_context
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.base import Context, Stage, run_stages
 from loo_adapt.estimators.mixis import POOL_KHAT, MixIS
@@ -28,18 +29,6 @@ ALL_TRANSFORMS = ("kl", "var", "ll", "mm1", "mm2")
 ESTIMATORS = ("auto", "psis", "adaptive", "mixis")
 #: estimators that can follow, in the order given, for rows still not shown reliable
 FALLBACKS = ("adaptive", "mm", "mixis", "refit")
-
-
-def _as_draws(data, method=None, var_names=None) -> Draws:
-    from loo_adapt.io.readers import normalize_method, read_draws
-
-    method = normalize_method(method)
-    if isinstance(data, Draws):
-        if method is not None and method != data.method:
-            raise ValueError(f"method={method!r} contradicts the draws' origin "
-                             f"{data.method!r}; leave method= out for Draws objects")
-        return data
-    return read_draws(data, method=method, var_names=var_names)
 
 
 def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
@@ -83,7 +72,7 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     make = {
         "adaptive": lambda: Stage(adaptive),
         "mm": lambda: Stage(MomentMatch()),
-        "mixis": lambda: Stage(mixis),
+        "mixis": lambda: Stage(mixis, rows="unchecked", accept="all"),
         "refit": lambda: Stage(Refit(options=refit_opts)),
     }
     stages = []
@@ -126,6 +115,7 @@ def loo(
     refit_kwargs: dict | None = None,
     y=None,
     r_eff=None,
+    progress: bool = True,
 ):
     """Leave-one-out cross-validation you can trust: PSIS, then estimators that can fix it.
 
@@ -169,6 +159,16 @@ def loo(
     refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
         n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
+    progress : progress bars (notebook or terminal) for the long stages: the mixture fit,
+        refits, moment matching; shown only for stages that last more than a couple of
+        seconds.  False silences them.
+
+    Raises
+    ------
+    loo_adapt.stan.identity.ProgramMismatchError
+        ``program`` (or its data) is not the one that produced the draws: checked once,
+        before anything is estimated, from the log density against ``lp__`` and ``log_lik``
+        at a spread of draws.
 
     Returns
     -------
@@ -217,15 +217,16 @@ def loo(
         certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
         refit_kwargs=refit_kwargs, adapt=adapt, mixis_pool_khat=mixis_pool_khat,
     )
-    # plain PSIS needs only the log-likelihood columns (and the approximation's densities,
-    # which the readers always keep); a model family reads its parameters too
-    only_log_lik = model is None and var_name is not None
-    draws = _as_draws(data, method=method, var_names=[var_name] if only_log_lik else None)
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be True or False, got {progress!r}")
+    ctx = build_context(data, stages=stages, method=method, var_name=var_name, reff=reff,
+                        model=model, program=program, mixis_draws=mixis_draws,
+                        khat_threshold=khat_threshold, seed=seed, progress=progress)
+    draws = ctx.draws
     if y is None and model is not None:
         y = model.y
-    ctx = Context(draws=draws, var_name=var_name, r_eff=reff, model=model, program=program,
-                  mixis_draws=mixis_draws, khat_threshold=khat_threshold,
-                  seed=None if seed is None else int(seed))
+    if y is None and ctx.program is not None:
+        y = ctx.program.y
     base = ctx.base
     if y is not None:
         ctx.y = _check_y(y, base.elpd_i.size)
@@ -337,17 +338,8 @@ def _warn_unverified(result, ctx) -> None:
         kind = _reason_kind(str(why).split(";")[-1].strip())
         kinds[kind] = kinds.get(kind, 0) + 1
     counts = "; ".join(f"{v} x {k}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
-    has_mixis = any(m == "mixis" for m in result.method)
-    if ctx.program is None and ctx.mixis_draws is None:
-        if ctx.model is not None and not has_mixis and ctx.stan_program is not None:
-            hint = ("verify them with loo(..., model=model, estimator='mixis') (mixture IS "
-                    "from the model's bundled Stan program, refits where its MCSE is too large)")
-        else:
-            hint = ("verify them with loo(..., program=loo_adapt.StanProgram(stan_file, data)) "
-                    "(mixture IS for every row, refits where its MCSE is too large)")
-    else:
-        hint = ("refit them: loo(..., program=..., fallback=('refit',)) or raise the refit "
-                "budget with refit_kwargs={'max_refits': ...}")
+    had_program = ctx.program is not None or ctx.mixture_fn is not None
+    hint = next_step(had_program=had_program, n_unverified=bad.size)
     rows = observation_label(bad, ctx.var_name or "log_lik")
     warnings.warn(
         f"{bad.size} of {result.n_obs} observations have no verified estimate ({counts}); "

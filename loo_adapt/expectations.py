@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from loo_adapt.advice import PROGRAM_CALL
 from loo_adapt.core.psis import gpdfit, psis_tail_length
 
 __all__ = ["LooExpectation", "LooPit", "e_loo_khat", "e_loo_rows", "pit_rows",
@@ -295,8 +296,9 @@ def _obs_matrix(values, s):
 #: what each kind of row needs when it gets no value (the fix is named in ``reason``)
 _FIX = {
     "transformed": ("{m}: its weights are on transformed draws, where y_rep was not drawn: "
-                    "rerun loo(..., estimator='mixis') or pass row_draws={{{i}: (values_i, "
-                    "log_weights_i)}}"),
+                    "rerun " + PROGRAM_CALL.replace("{", "{{").replace("}", "}}")
+                    + " (MixIS keeps the mixture fit's y_rep) or pass "
+                    "row_draws={{{i}: (values_i, log_weights_i)}}"),
     "mixture": ("{m}: its weights are on the mixture draws: pass the name of a variable in "
                 "both the posterior and the mixture draws (e.g. y_rep='y_rep', draws=fit) or "
                 "row_draws={{{i}: (values_i, log_weights_i)}}"),
@@ -480,8 +482,26 @@ def loo_expectations(result, values, *, kind: str = "mean", probs=None, log_weig
     for i, (lw_i, p1_i) in rows.bernoulli.items():
         p = float(np.sum(np.exp(lw_i) * p1_i))
         value[i] = _bernoulli_expectation(min(max(p, 0.0), 1.0), kind, probs)
+    _warn_nan_rows(value, rows.reason, "loo_expectations")
     return LooExpectation(value=value, pareto_k=khat, method=rows.method, reason=rows.reason,
                           kind=kind, probs=probs)
+
+
+def _warn_nan_rows(values, reason, verb: str) -> None:
+    """Never a silent NaN: say how many rows got none and the fix the first one names."""
+    v = np.asarray(values, dtype=float)
+    bad = np.flatnonzero(np.isnan(v.reshape(v.shape[0], -1)).any(axis=1)) if v.size else []
+    if len(bad) == 0:
+        return
+    import warnings
+
+    from loo_adapt.result import observation_label
+
+    first = next((str(reason[i]) for i in bad if str(reason[i])), "")
+    warnings.warn(f"{verb}: {len(bad)} of {v.shape[0]} rows have no value (NaN): "
+                  f"{observation_label(bad)}; {first or 'their weights are NaN'}. For a binary "
+                  "outcome pass y= to loo() (or a program whose data holds y), so every "
+                  "estimator keeps P(y_i = 1) at its own draws", UserWarning, stacklevel=3)
 
 
 def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None, draws=None):
@@ -541,6 +561,7 @@ def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None, dr
         with np.errstate(divide="ignore"):
             cols_y[i], cols_w[i] = np.array([0.0, 1.0]), np.log([1.0 - p, p])
     pit = pit_rows(y, cols_y, cols_w, seed=seed)
+    _warn_nan_rows(pit, rows.reason, "loo_pit")
     lr = [w if r is None else r for r, w in zip(rows.log_ratios, rows.log_weights)]
     _, khat = e_loo_rows(ind, rows.log_weights, "mean", log_ratios=lr, r_eff=rows.r_eff,
                          split=rows.split)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from loo_adapt.draws import Draws
 from loo_adapt.stan import pool as _pool
 from loo_adapt.stan.refit import (
     _as_chains,
@@ -246,7 +247,8 @@ def kfold(
     n_obs : number of observations (``refit_fn`` without ``program``).
     log_lik : the full-data posterior's log-likelihood draws (S, n), (chains, draws, n) or a
         ``Draws``, for ``lpd`` and ``p_kfold``; default: one more fit of ``program``
-        (required with ``refit_fn``).
+        (required with ``refit_fn``).  ``Draws`` holding the fit's parameters too are first
+        checked to come from ``program`` (`loo_adapt.stan.identity`).
     chains, draws, warmup : NUTS settings of each fit (``program`` only).
     executor : None (a local process pool), a ``concurrent.futures.Executor`` or a
         ``dask.distributed.Client``.
@@ -303,6 +305,11 @@ def kfold(
         raise ValueError("with refit_fn and no program, pass n_obs=")
     if y is None and program is not None:
         y = program.y
+    if program is not None and isinstance(log_lik, Draws) and len(log_lik.variables) > 1:
+        # the full-data fit given with its parameters: the folds must refit its program
+        from loo_adapt.stan.identity import check_program_matches
+
+        check_program_matches(program, log_lik)
     for name, v in (("chains", chains), ("draws", draws)):
         _check_int(name, v, 1, allow_none=False)
     _check_int("warmup", warmup, 0, allow_none=False)
@@ -428,6 +435,7 @@ def kfold(
         pareto_k=np.full(n, np.nan), good_k=0.7, n_samples=int(n_draws.min()),
         r_eff=1.0, method=np.full(n, "refit", dtype=object), loo_prob=loo_prob,
         y=np.asarray(y, dtype=float) if binary else None, diagnostic=ess, reliable=reliable,
+        verified_by=np.where(reliable, "refit", "").astype(object),
     )
     out = to_elpd_data(result, scale=scale, n_folds=n_folds)
     out.kfold = {"folds": fold_of, "fold_status": fold_status, "fold_reason": fold_reason,

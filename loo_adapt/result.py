@@ -18,6 +18,18 @@ from loo_adapt.core.fmt import comparison
 #: Names used in ``PointwiseLoo.method`` for the estimator that produced an observation.
 ESTIMATORS = ("psis", "kl", "var", "ll", "mm1", "mm2", "mm", "mixis", "mixis+psis", "refit")
 
+#: ``verified_by`` values and what they mean for a row.  Only `BIAS_CHECKS` can see a bias:
+#: a Pareto k-hat below the threshold says the importance ratios have a finite variance,
+#: not that the draws (or the model behind them) are right.
+PROVENANCE = {
+    "khat": "PSIS, k-hat below the threshold; not checked for bias",
+    "certified": "adapted IS, passed the bias checks",
+    "mixis_mcse": "MixIS (or MixIS pooled with PSIS), MCSE small enough",
+    "refit": "exact refit",
+    "": "not verified",
+}
+BIAS_CHECKS = ("certified", "mixis_mcse", "refit")
+
 
 @add_deprecated_aliases
 @dataclass
@@ -137,6 +149,23 @@ class PointwiseLoo:
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} has length {len(getattr(self, name))}, expected {n}")
 
+    @property
+    def checked_for_bias(self) -> np.ndarray:
+        """Per row: accepted, and verified by a check that can see a bias (`BIAS_CHECKS`:
+        certification, MixIS MCSE, an exact refit)."""
+        return self.reliable & np.isin(self.verified_by.astype(str), BIAS_CHECKS)
+
+    @property
+    def khat_only(self) -> np.ndarray:
+        """Per row: accepted on the Pareto k-hat alone (not checked for bias)."""
+        return self.reliable & ~self.checked_for_bias
+
+    @property
+    def provenance(self) -> np.ndarray:
+        """Per row, in words, what the estimate rests on (`PROVENANCE`)."""
+        vb = np.where(self.reliable, self.verified_by.astype(str), "")
+        return np.array([PROVENANCE.get(v, v) for v in vb], dtype=object)
+
     def merge(self, estimate, accept=None) -> PointwiseLoo:
         """A new result with the rows of ``estimate`` written (the only writer).
 
@@ -218,17 +247,9 @@ class PointwiseLoo:
 
     def estimates(self) -> dict[str, float]:
         """Totals with standard errors as R loo computes them (SE with the n-1 variance)."""
-        n = self.n_obs
-        out = {}
-        for name, values in (("elpd_loo", self.elpd_i), ("p_loo", self.p_loo_i)):
-            out[name] = float(np.sum(values))
-            out[f"se_{name}"] = float(np.sqrt(n * np.var(values, ddof=1))) if n > 1 else np.nan
-        out["looic"] = -2.0 * out["elpd_loo"]
-        out["se_looic"] = 2.0 * out["se_elpd_loo"]
-        out["mcse_elpd_loo"] = float(np.sqrt(np.nansum(self.mcse_elpd_i**2)))
-        if self.mcse_total is not None and np.isfinite(self.mcse_total):
-            out["mcse_elpd_loo"] = max(out["mcse_elpd_loo"], float(self.mcse_total))
-        return out
+        from loo_adapt.core.psis import loo_totals
+
+        return loo_totals(self.elpd_i, self.p_loo_i, self.mcse_elpd_i, self.mcse_total)
 
 
 def _copy(value):

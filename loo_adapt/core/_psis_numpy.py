@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loo_adapt.core.psis import (
+from loo_adapt.core._status import (
     _ALL_NEG_INF,
     _BAD,
     _CONSTANT_TAIL,

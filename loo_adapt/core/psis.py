@@ -79,6 +79,15 @@ from scipy.special import logsumexp
 
 from loo_adapt.core._compiled import use_numba
 from loo_adapt.core._names import add_deprecated_aliases
+from loo_adapt.core._status import (  # the kernels' shared status codes
+    _ALL_NEG_INF,
+    _BAD,
+    _CONSTANT_TAIL,
+    _DBL_EPS,
+    _FIT_FAILED,
+    _OK,
+    _SHORT_TAIL,
+)
 from loo_adapt.core._vmath import exp_clamped, index_float
 from loo_adapt.core._vmath import expm1 as _expm1
 from loo_adapt.core._vmath import log as _log
@@ -91,6 +100,7 @@ __all__ = [
     "e_loo",
     "gpdfit",
     "loo_pointwise",
+    "loo_totals",
     "mcse_elpd",
     "pareto_k_category",
     "pareto_k_threshold",
@@ -104,10 +114,6 @@ __all__ = [
 #: the tail (at most 0.2 S draws) is shorter than 5 and khat is Inf for every observation.
 MIN_DRAWS = 100
 
-# Status codes returned per column by the numba kernel.
-_OK, _SHORT_TAIL, _CONSTANT_TAIL, _FIT_FAILED, _BAD, _ALL_NEG_INF = 0, 1, 2, 3, 4, 5
-
-_DBL_EPS = np.finfo(float).eps
 _TINY = 2.2250738585072014e-308  # smallest normal float64
 
 
@@ -934,16 +940,36 @@ class PsisLoo:
     n_samples: int
     pareto_k_pq: float = float("nan")
 
-    def to_result(self):
-        """The shared array-level result ``loo_adapt.result.PointwiseLoo`` (plain PSIS for
-        every row; `loo_adapt.estimators.psis.initial_result`)."""
-        from loo_adapt.estimators.psis import initial_result
-
-        return initial_result(self)
-
     def estimates(self) -> dict[str, float]:
-        """Totals and SEs as R loo (SE with the n - 1 variance)."""
-        return self.to_result().estimates()
+        """Totals and SEs as R loo (SE with the n - 1 variance); `loo_totals`."""
+        return loo_totals(self.elpd_i, self.p_loo_i, self.mcse_elpd_i)
+
+
+def loo_totals(elpd_i, p_loo_i, mcse_elpd_i, mcse_total: float | None = None) -> dict:
+    """Totals with standard errors as R loo computes them (SE with the n - 1 variance).
+
+    Parameters
+    ----------
+    elpd_i, p_loo_i, mcse_elpd_i : (n,) pointwise values.
+    mcse_total : the MCSE of the total when the estimator knows it (correlated errors); the
+        larger of it and the quadrature sum of ``mcse_elpd_i`` is reported.
+
+    Returns
+    -------
+    dict
+        elpd_loo, se_elpd_loo, p_loo, se_p_loo, looic, se_looic, mcse_elpd_loo.
+    """
+    n = len(elpd_i)
+    out = {}
+    for name, values in (("elpd_loo", elpd_i), ("p_loo", p_loo_i)):
+        out[name] = float(np.sum(values))
+        out[f"se_{name}"] = float(np.sqrt(n * np.var(values, ddof=1))) if n > 1 else np.nan
+    out["looic"] = -2.0 * out["elpd_loo"]
+    out["se_looic"] = 2.0 * out["se_elpd_loo"]
+    out["mcse_elpd_loo"] = float(np.sqrt(np.nansum(np.asarray(mcse_elpd_i) ** 2)))
+    if mcse_total is not None and np.isfinite(mcse_total):
+        out["mcse_elpd_loo"] = max(out["mcse_elpd_loo"], float(mcse_total))
+    return out
 
 
 def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal",

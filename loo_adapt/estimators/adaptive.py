@@ -793,7 +793,7 @@ class AdaptiveIS:
         # only rows whose plain PSIS k-hat is above the threshold are transformed
         rows = np.asarray(rows, dtype=np.int64)
         rows = rows[ctx.base.pareto_k[rows] > ctx.threshold]
-        unchecked = _hierarchical_prior_unchecked(ctx) if rows.size else ""
+        unchecked = ctx.prior_unchecked if rows.size else ""
         est = adaptive_estimate(
             ctx.draws, ctx.model, rows, base=ctx.base, transforms=tuple(self.transforms),
             rho=self.rho, khat_threshold=ctx.threshold, selection=self.selection,
@@ -809,39 +809,3 @@ class AdaptiveIS:
             verified_by=frozen(np.where(adapted, "", est.verified_by), object),
             reason=frozen(np.where(adapted, f"not certified: {unchecked}", est.reason), object),
         )
-
-
-def _hierarchical_prior_unchecked(ctx) -> str:
-    """For a family with hyperparameters, check its prior against the fit through the Stan
-    program that encodes it: the program's log density at the draws (BridgeStan, Jacobians
-    included) must equal the draws' lp__ up to a constant.  Raises on a mismatch; returns
-    why it could not be checked ("" when it was)."""
-    draws, model = ctx.draws, ctx.model
-    lp = (draws.sample_stats or {}).get("lp__")
-    _, hyper = model.theta_from_draws(draws)
-    if hyper is None or draws.is_approximate:
-        return ""  # checked in adaptive_estimate (or not applicable)
-    if lp is None:
-        return "the draws carry no lp__ to check the model's hierarchical prior against"
-    from loo_adapt.stan.program import StanProgram
-
-    try:  # the family's own priors, as a program (a user's program would check nothing)
-        program = StanProgram.from_model(model)
-    except ValueError:
-        return ("the model's hierarchical prior could not be checked against the fit (no "
-                "bundled program encodes it)")
-    try:
-        density = program.log_density()
-        lp_model = density.log_density(density.unconstrain(draws))
-    except Exception as err:  # the draws do not carry the program's parameters
-        return f"the model's hierarchical prior could not be checked ({type(err).__name__})"
-    diff = np.asarray(lp, dtype=float).reshape(-1) - lp_model
-    spread = float(np.max(np.abs(diff - np.median(diff))))
-    if not spread <= 0.05:
-        raise ValueError(
-            f"the model's prior does not match the fit's: the log density of {program!r} "
-            f"differs from the draws' lp__ by a non-constant amount (up to {spread:.3g}); "
-            "give the model the priors (and hyperpriors) of the Stan program that produced "
-            "the draws"
-        )
-    return ""

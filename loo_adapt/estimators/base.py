@@ -24,9 +24,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from loo_adapt.core import psis as _psis_core
 from loo_adapt.core._names import add_deprecated_aliases
 
 __all__ = ["Estimate", "RowDraws", "Estimator", "Context", "Stage", "run_stages", "rows_of",
+           "psis_of_draws",
            "frozen"]
 
 
@@ -219,6 +221,31 @@ def _row_records(row_draws, m: int) -> tuple:
     return records
 
 
+def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
+    """Plain PSIS-LOO of `Draws` (`loo_adapt.core.psis.PsisLoo`).
+
+    Parameters
+    ----------
+    draws : `loo_adapt.draws.Draws`.
+    var_name : the pointwise log-likelihood variable.
+    reff : relative efficiency; None computes it from the chains (R loo's ``relative_eff``
+        of exp(log_lik)); 1 for a single chain and for approximate draws.
+
+    Returns
+    -------
+    PsisLoo
+    """
+    log_lik = draws.log_lik(var_name)
+    if draws.is_approximate:
+        return _psis_core.loo_pointwise_approximate(
+            log_lik.reshape(draws.n_samples, -1), draws.log_ratio_offset(),
+            r_eff=1.0 if reff is None else reff,
+        )
+    if draws.n_chains == 1 and reff is None:
+        reff = 1.0
+    return _psis_core.loo_pointwise(log_lik, r_eff=reff)
+
+
 class Estimator(Protocol):
     """Anything with a ``name`` that maps (context, rows) to an `Estimate`."""
 
@@ -229,7 +256,10 @@ class Estimator(Protocol):
 
 @dataclass
 class Context:
-    """What the estimators share; expensive members are computed on first use.
+    """What the estimators share, handed over by the verb layer (`loo_adapt.entry`):
+    estimators import no readers and no Stan backends, so whatever needs them (the mixture
+    fit, the model-prior check) arrives here as a function; expensive members are computed
+    on first use.
 
     Parameters
     ----------
@@ -237,11 +267,18 @@ class Context:
     var_name : name of the pointwise log-likelihood variable.
     r_eff : relative efficiency given by the user (None: from the chains).
     model : a model family of `loo_adapt.models` (adaptive IS), or None.
-    program : a `loo_adapt.stan.program.StanProgram` (MixIS fit, moment matching, refits).
-    mixis_draws : draws of the mixture posterior (else fitted from ``program``).
+    program : the `loo_adapt.stan.program.StanProgram` checked to be the fit's
+        (`loo_adapt.stan.identity`): mixture fit, moment matching, refits; or None.
+    mixture_fn : () -> `Draws` of the mixture posterior (given draws, or a fit of the
+        program), called once on first use; None when there is none.
+    prior_check_fn : (ctx) -> "" when the model family's prior was checked against the fit,
+        else why it could not be; None: nothing to check.
+    refit_runner : ``refit_loo(rows, program, **options)`` (`loo_adapt.stan.refit`), the
+        refit machinery, or None.
     y : binary outcomes (LOO probabilities), or None.
     khat_threshold : Pareto k-hat threshold (None: min(1 - 1/log10 S, 0.7)).
     seed : seeds every random choice of the estimators.
+    progress : show progress bars for long stages (mixture fit, refits, moment matching).
     """
 
     draws: Any
@@ -249,10 +286,13 @@ class Context:
     r_eff: Any = None
     model: Any = None
     program: Any = None
-    mixis_draws: Any = None
+    mixture_fn: Any = None
+    prior_check_fn: Any = None
+    refit_runner: Any = None
     y: np.ndarray | None = None
     khat_threshold: float | None = None
     seed: int | None = None
+    progress: bool = True
     options: dict = field(default_factory=dict)
 
     @cached_property
@@ -263,8 +303,6 @@ class Context:
     @cached_property
     def base(self):
         """Plain PSIS (`loo_adapt.core.psis.PsisLoo`): the base weights of every stage."""
-        from loo_adapt.estimators.psis import psis_of_draws
-
         return psis_of_draws(self.draws, var_name=self.var_name, reff=self.r_eff)
 
     @property
@@ -272,62 +310,44 @@ class Context:
         return float(self.base.good_k if self.khat_threshold is None
                      else self.khat_threshold)
 
-    @cached_property
+    @property
     def stan_program(self):
-        """The Stan program: given, or the bundled program of a model family with complete
-        priors (`StanProgram.from_model`); None when neither exists."""
-        if self.program is not None:
-            return self.program
-        if self.model is None:
-            return None
-        from loo_adapt.stan.program import StanProgram
-
-        try:
-            return StanProgram.from_model(self.model)
-        except ValueError:
-            return None
+        """The identity-checked Stan program, or None (kept for estimators written
+        against the old name)."""
+        return self.program
 
     @cached_property
     def mixture(self):
-        """Draws of the mixture posterior: given, or fitted once from the program
-        (warm-started from the posterior draws when they are MCMC draws of that program)."""
-        from loo_adapt.io.readers import read_draws
-
-        if self.mixis_draws is not None:
-            return read_draws(self.mixis_draws)
-        program = self.stan_program
-        if program is None:
+        """Draws of the mixture posterior (`mixture_fn`, called once)."""
+        if self.mixture_fn is None:
             raise ValueError(
                 "mixture IS needs draws of the mixture posterior: pass mixis_draws= (a fit of "
                 "the program with its mixis flag) or program=loo_adapt.StanProgram(stan_file, "
-                "data) to fit them (or model= a family whose priors a bundled program encodes)"
+                "data) to fit them"
             )
-        seed = 1 if self.seed is None else int(self.seed)
-        if self.draws.method == "mcmc":
-            try:
-                return program.fit_mixture(self.draws, seed=seed)
-            except Exception as err:  # noqa: BLE001 - any failure of the warm start: cold fit
-                import warnings
+        return self.mixture_fn()
 
-                warnings.warn(f"the warm-started mixture fit failed ({type(err).__name__}: "
-                              f"{err}); fitting the mixture from scratch", UserWarning,
-                              stacklevel=3)
-        return read_draws(program.with_mixis().fit(mixis=True, seed=seed))
+    @cached_property
+    def prior_unchecked(self) -> str:
+        """"" when the model family's prior was checked against the fit (or there is
+        nothing to check), else why it could not be checked."""
+        return "" if self.prior_check_fn is None else str(self.prior_check_fn(self))
 
     def need_program(self, what: str):
-        program = self.stan_program
-        if program is None:
+        if self.program is None:
             raise ValueError(
                 f"{what} needs program=loo_adapt.StanProgram(stan_file, data)"
             )
-        return program
+        return self.program
 
 
 @dataclass(frozen=True)
 class Stage:
     """One step of the LOO fold.
 
-    rows : "all" (every observation) or "unreliable" (rows not yet shown reliable).
+    rows : "all" (every observation), "unreliable" (rows not yet shown reliable) or
+        "unchecked" (rows not verified by a check that can see bias: unreliable rows and
+        rows accepted on PSIS k-hat alone).
     accept : "all" (merge every row the estimator returns) or "reliable" (merge only rows
         it shows reliable; the others keep their previous estimate, their history records
         the attempt).
@@ -338,8 +358,9 @@ class Stage:
     accept: str = "reliable"
 
     def __post_init__(self):
-        if self.rows not in ("all", "unreliable"):
-            raise ValueError(f"Stage.rows must be 'all' or 'unreliable', got {self.rows!r}")
+        if self.rows not in ("all", "unreliable", "unchecked"):
+            raise ValueError(f"Stage.rows must be 'all', 'unreliable' or 'unchecked', got "
+                             f"{self.rows!r}")
         if self.accept not in ("all", "reliable"):
             raise ValueError(f"Stage.accept must be 'all' or 'reliable', got {self.accept!r}")
 
@@ -348,6 +369,8 @@ def rows_of(result, which: str) -> np.ndarray:
     """Indices of the rows a stage asks about."""
     if which == "all":
         return np.arange(result.n_obs)
+    if which == "unchecked":
+        return np.flatnonzero(~result.checked_for_bias)
     return np.flatnonzero(~result.reliable)
 
 

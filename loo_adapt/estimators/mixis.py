@@ -36,6 +36,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from loo_adapt.core._names import add_deprecated_aliases
+from loo_adapt.core.bernoulli import bernoulli_log_p1
 from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import ess_mean
 from loo_adapt.core.fmt import comparison
@@ -229,25 +230,6 @@ def mixis_loo_prob(log_lik, log_p1):
     return np.exp(np.minimum(out, 0.0))
 
 
-def bernoulli_log_p1(log_lik, y):
-    """log P(y = 1 | theta) from the Bernoulli log-likelihood of the observed y.
-
-    For y = 1 it is log_lik itself; for y = 0 it is log(1 - exp(log_lik)), computed as
-    log(-expm1(log_lik)) which stays finite for log_lik near 0 down to the float limit.
-    """
-    ll = np.asarray(log_lik, dtype=np.float64)
-    yv = np.asarray(y)
-    if yv.shape != ll.shape[-1:]:
-        raise ValueError(f"y has shape {yv.shape}, expected ({ll.shape[-1]},)")
-    if not np.isin(yv, (0, 1)).all():
-        raise ValueError("y must be binary (0/1)")
-    if (ll > 0).any():
-        raise ValueError("a Bernoulli log-likelihood must be <= 0")
-    with np.errstate(divide="ignore"):
-        log_other = np.log(-np.expm1(ll))
-    return np.where(yv == 1, ll, log_other)
-
-
 #: fewest mixture draws, and fewest effective draws per observation, behind a reported MCSE
 MIN_DRAWS = 200
 MIN_ESS = 100.0
@@ -297,6 +279,10 @@ POOL_KHAT = 0.5
 #: Two estimates are pooled only when they agree within this many combined Monte Carlo SEs,
 #: row by row and summed over the rows to pool.
 POOL_AGREE_Z = 2.0
+#: A disagreement beyond this many combined MCSEs (where PSIS's MCSE can be trusted, k-hat
+#: below `POOL_KHAT`) is evidence of a wrong input (another program, data or fit), not
+#: noise: the rows it concerns lose their verification (chance: 6e-5 a row).
+FAR_Z = 4.0
 
 
 def _psis_sum_se(ctx, cols, weights) -> float:
@@ -311,7 +297,8 @@ def _psis_sum_se(ctx, cols, weights) -> float:
 
 
 def _agree(ctx, est, rows, pool):
-    """Which candidate rows may be pooled, and the variance the total's MCSE must add.
+    """Which candidate rows may be pooled, the variance the total's MCSE must add, and the
+    rows whose disagreement is far beyond Monte Carlo error.
 
     Pooled only where both estimates agree within ``POOL_AGREE_Z`` combined MCSEs, row by
     row and summed over the candidates: PSIS's MCSE counts the posterior draws' error only
@@ -320,15 +307,20 @@ def _agree(ctx, est, rows, pool):
     the sums disagree nothing is pooled: the rows keep MixIS's estimates, and since one of
     the two independent samples carries an error its MCSE does not show (which one cannot
     be told), the unexplained part of the disagreement, ``D^2 - sd^2``, is added to the
-    variance of the total; a warning says so.
+    variance of the total; a warning says so.  Beyond ``FAR_Z`` combined MCSEs (a row's, or
+    the sum's: then every candidate row) the disagreement is not noise: those rows are
+    returned as not verified, with the reason.
 
     Returns
     -------
-    (mask of rows to pool, extra variance of the total)
+    (mask of rows to pool, extra variance of the total, mask of rows not verified,
+    their reasons)
     """
+    far = np.zeros_like(pool)
+    why = np.full(pool.size, "", dtype=object)
     j = np.flatnonzero(pool)
     if j.size == 0:
-        return pool, 0.0
+        return pool, 0.0, far, why
     base = ctx.base
     r = rows[j]
     d = base.elpd_i[r] - est.elpd_i[r]
@@ -337,6 +329,19 @@ def _agree(ctx, est, rows, pool):
     sd_sum = float(np.hypot(_psis_sum_se(ctx, r, np.ones(r.size)), est.mcse_of_sum(c)))
     diff = float(d.sum())
     z_sum = diff / sd_sum if sd_sum > 0 else 0.0
+    sd = np.hypot(base.mcse_elpd_i[r], est.mcse_elpd_i[r])
+    z = np.divide(d, sd, out=np.zeros_like(d), where=sd > 0)
+    row_far = np.abs(z) > FAR_Z
+    far[j[row_far]] = True
+    why[j[row_far]] = [f"PSIS and MixIS disagree by {dd:+.3g} ({zz:+.1f} combined MCSEs, more "
+                       f"than {FAR_Z:g}): the program, its data or the fit is suspect"
+                       for dd, zz in zip(d[row_far], z[row_far])]
+    if abs(z_sum) > FAR_Z:
+        rest = j[~row_far]
+        far[rest] = True
+        why[rest] = (f"PSIS and MixIS disagree in sum over the {r.size} rows where PSIS's "
+                     f"k-hat < {POOL_KHAT:g} by {diff:+.3g} ({z_sum:+.1f} combined MCSEs, more "
+                     f"than {FAR_Z:g}): the program, its data or the fit is suspect")
     if abs(z_sum) > POOL_AGREE_Z:
         import warnings
 
@@ -348,12 +353,14 @@ def _agree(ctx, est, rows, pool):
             "an error its MCSE does not show (short or stuck chains, modes weighted "
             "differently): MixIS alone is used for every row, and the MCSE of elpd_loo "
             f"includes the unexplained part of the difference ({np.sqrt(extra):.2f}); check "
-            "both fits", UserWarning, stacklevel=4)
-        return np.zeros_like(pool), extra
-    ok = np.abs(d) <= POOL_AGREE_Z * np.hypot(base.mcse_elpd_i[r], est.mcse_elpd_i[r])
+            "both fits"
+            + (f"; beyond {FAR_Z:g} MCSEs no row of them is verified"
+               if abs(z_sum) > FAR_Z else ""), UserWarning, stacklevel=4)
+        return np.zeros_like(pool), extra, far, why
+    ok = np.abs(d) <= POOL_AGREE_Z * sd
     out = np.zeros_like(pool)
     out[j[ok]] = True
-    return out, 0.0
+    return out, 0.0, far, why
 
 
 @dataclass(frozen=True)
@@ -379,9 +386,9 @@ class MixIS:
     name: str = "mixis"
 
     def __call__(self, ctx, rows):
+        from loo_adapt.core.bernoulli import loo_prob_from_log_lik
         from loo_adapt.core.pool import pool_log_estimates
         from loo_adapt.estimators.base import Estimate, RowDraws
-        from loo_adapt.estimators.psis import loo_prob_from_log_lik
 
         mix_draws = ctx.mixture
         ll = mix_draws.log_lik(ctx.var_name)
@@ -416,12 +423,14 @@ class MixIS:
         khat = np.full(rows.size, np.nan)
         grad_mix = np.ones(n)  # d (reported elpd_i) / d (MixIS elpd_i), for the total's MCSE
         psis_var = extra_var = 0.0
+        far = np.zeros(rows.size, dtype=bool)
+        far_why = np.full(rows.size, "", dtype=object)
         if self.pool_khat is not None:
             base = ctx.base
             k = base.pareto_k[rows]
             pool = (enough & (k < self.pool_khat) & np.isfinite(base.elpd_i[rows])
                     & np.isfinite(base.mcse_elpd_i[rows]))
-            agree, extra_var = _agree(ctx, est, rows, pool)
+            agree, extra_var, far, far_why = _agree(ctx, est, rows, pool)
             pool &= agree
             j = np.flatnonzero(pool)
             r = rows[j]
@@ -448,13 +457,14 @@ class MixIS:
                 khat[j] = k[j]
                 grad_mix[r] = g_mix
                 psis_var = _psis_sum_se(ctx, r, g_psis) ** 2
-        ok = (mcse <= self.max_mcse) & enough
+        ok = (mcse <= self.max_mcse) & enough & ~far
         reason = np.array([
-            "" if good else (
+            str(fw) if fw else "" if good else (
                 comparison("MixIS MCSE", m, ">", self.max_mcse) if e else
                 f"MixIS draws too few: ({est.n_samples} draws, ESS {s:.0f}; "
                 f"need {MIN_DRAWS} and {MIN_ESS:.0f})")
-            for good, m, e, s in zip(ok, mcse, enough, est.ess_mcse[rows])], dtype=object)
+            for good, m, e, s, fw in zip(ok, mcse, enough, est.ess_mcse[rows], far_why)],
+            dtype=object)
         every = rows.size == n
         mcse_total = None
         if every:

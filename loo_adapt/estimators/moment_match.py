@@ -163,7 +163,7 @@ def _split_weights(U, log_prob, log_lik_i, i, total_shift, total_scaling, total_
 def moment_match_loo(upars, log_lik, log_prob, log_lik_i, *, r_eff=1.0, khat_threshold=None,
                      max_iters: int = 30, split: bool = True, cov: bool = True,
                      indices=None, weighted_cov: str = "unbiased", split_inverse: str = "exact",
-                     orig_log_prob=None, psis_fn=None):
+                     orig_log_prob=None, psis_fn=None, on_row=None):
     """Iterative moment matching LOO (Paananen et al. 2021; R loo ``loo_moment_match``).
 
     Parameters
@@ -194,6 +194,7 @@ def moment_match_loo(upars, log_lik, log_prob, log_lik_i, *, r_eff=1.0, khat_thr
     psis_fn : optional callable (log_ratios (S,), r_eff) -> (log_weights, khat) replacing
         ``loo_adapt.core.psis.psislw`` (R loo's PSIS) everywhere, e.g. to reproduce another
         program's PSIS exactly.
+    on_row : optional callable (i) called as each row starts (progress bars).
 
     Returns
     -------
@@ -237,6 +238,8 @@ def moment_match_loo(upars, log_lik, log_prob, log_lik_i, *, r_eff=1.0, khat_thr
     weights, at = {}, {}
 
     for i in idx:
+        if on_row is not None:
+            on_row(int(i))
         ki = k0[i]
         lwi = lw0[:, i]
         lli = ll[:, i]
@@ -311,11 +314,19 @@ class MomentMatch:
         upars = density.unconstrain(ctx.draws)
         rows = np.asarray(rows, dtype=np.int64)
         base = ctx.base
-        mm = moment_match_loo(
-            upars, ctx.log_lik, density.log_density,
-            lambda u, i: density.log_lik(u, idx=[i])[:, 0],
-            r_eff=base.r_eff, khat_threshold=ctx.threshold, indices=rows,
-        )
+        from loo_adapt.progress import progress_bar
+
+        bar = progress_bar(rows.size, "moment matching", enabled=ctx.progress, unit="row")
+        try:
+            mm = moment_match_loo(
+                upars, ctx.log_lik, density.log_density,
+                lambda u, i: density.log_lik(u, idx=[i])[:, 0],
+                r_eff=base.r_eff, khat_threshold=ctx.threshold, indices=rows,
+                on_row=None if bar is None else (lambda i: bar.update(1)),
+            )
+        finally:
+            if bar is not None:
+                bar.close()
         k = np.where(np.isfinite(mm.pareto_k_split[rows]), mm.pareto_k_split[rows],
                      mm.pareto_k[rows])
         elpd, mcse = mm.elpd_i[rows], mm.mcse_elpd_i[rows]
@@ -349,8 +360,8 @@ class MomentMatch:
 def _row_draws(mm: MomentMatchResult, i: int, y):
     """Row i's final weights on the moment-matched draws (and P(y_i = 1) there for a binary
     y), or None where no step was accepted."""
+    from loo_adapt.core.bernoulli import bernoulli_log_p1
     from loo_adapt.estimators.base import RowDraws
-    from loo_adapt.estimators.mixis import bernoulli_log_p1
 
     if i not in mm.log_weights:
         return None

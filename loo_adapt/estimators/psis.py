@@ -12,44 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from loo_adapt.core import psis as _psis
+from loo_adapt.core.bernoulli import loo_prob_from_log_lik
 from loo_adapt.core.fmt import comparison
-from loo_adapt.estimators.base import Context, Estimate
+from loo_adapt.estimators.base import Context, Estimate, psis_of_draws
 from loo_adapt.result import PointwiseLoo
 
 __all__ = ["PSIS", "psis_of_draws", "initial_result", "loo_prob_from_log_lik"]
-
-
-def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
-    """Plain PSIS-LOO of `Draws` (`loo_adapt.core.psis.PsisLoo`).
-
-    Parameters
-    ----------
-    draws : `loo_adapt.draws.Draws`.
-    var_name : the pointwise log-likelihood variable.
-    reff : relative efficiency; None computes it from the chains (R loo's ``relative_eff``
-        of exp(log_lik)); 1 for a single chain and for approximate draws.
-
-    Returns
-    -------
-    PsisLoo
-    """
-    log_lik = draws.log_lik(var_name)
-    if draws.is_approximate:
-        return _psis.loo_pointwise_approximate(
-            log_lik.reshape(draws.n_samples, -1), draws.log_ratio_offset(),
-            r_eff=1.0 if reff is None else reff,
-        )
-    if draws.n_chains == 1 and reff is None:
-        reff = 1.0
-    return _psis.loo_pointwise(log_lik, r_eff=reff)
-
-
-def loo_prob_from_log_lik(log_lik, log_weights, y) -> np.ndarray:
-    """P(y_i = 1 | y_-i) from the weights: the Bernoulli likelihood of the observed y_i
-    gives P(y_i = 1) at each draw."""
-    from loo_adapt.estimators.mixis import bernoulli_log_p1
-
-    return np.sum(np.exp(log_weights + bernoulli_log_p1(log_lik, y)), axis=0)
 
 
 def initial_result(base, *, khat_threshold=None, y=None, loo_prob=None,

@@ -1,8 +1,8 @@
 """Exact refits as an estimator: the last stage for rows no importance sampler can fix.
 
-The refit machinery (worker pool, budgets, progress) is `loo_adapt.stan.refit.refit_loo`;
-this wraps its result in an `Estimate` (rows not refitted within the budget stay
-unverified, with the reason).
+The refit machinery (worker pool, budgets, progress) is `loo_adapt.stan.refit.refit_loo`,
+handed over by the verb layer as ``Context.refit_runner``; this wraps its result in an
+`Estimate` (rows not refitted within the budget stay unverified, with the reason).
 """
 
 from __future__ import annotations
@@ -31,11 +31,14 @@ class Refit:
     name: str = "refit"
 
     def __call__(self, ctx, rows) -> Estimate:
-        from loo_adapt.stan.refit import refit_loo
-
+        refit_loo = ctx.refit_runner
+        if refit_loo is None:
+            raise ValueError("refits need a refit runner in the context (loo_adapt.entry "
+                             "hands over loo_adapt.stan.refit.refit_loo)")
         rows = np.asarray(rows, dtype=np.int64)
         kwargs = dict(self.options)
         kwargs.setdefault("seed", 0 if ctx.seed is None else int(ctx.seed))
+        kwargs.setdefault("progress", ctx.progress)
         program = ctx.stan_program
         if "refit_fn" not in kwargs:
             program = ctx.need_program("refit")

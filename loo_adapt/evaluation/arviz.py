@@ -130,12 +130,21 @@ class ObsLayout:
                             name=name)
 
 
+def _is_xarray_container(data) -> bool:
+    """InferenceData (arviz 0.x) or DataTree, told by type, without probing attributes."""
+    mod = type(data).__module__
+    return isinstance(data, xr.DataTree) if hasattr(xr, "DataTree") and isinstance(
+        data, xr.DataTree) else mod.startswith(("arviz", "xarray", "datatree"))
+
+
 def _source_log_lik(data, var_name: str):
     """The log-likelihood DataArray of an InferenceData / DataTree / xarray input, or None."""
     if isinstance(data, xr.DataArray):
         return data
     if isinstance(data, xr.Dataset):
         group = data
+    elif not _is_xarray_container(data):
+        return None  # e.g. a cmdstanpy fit, whose unknown attributes are Stan variables
     else:
         try:
             group = data["log_likelihood"] if hasattr(data, "children") else getattr(
@@ -403,8 +412,9 @@ def to_elpd_data(
     --------
     >>> import numpy as np
     >>> from loo_adapt.core.psis import loo_pointwise
+    >>> from loo_adapt.estimators.psis import initial_result
     >>> ll = np.random.default_rng(0).normal(-1.0, 0.1, size=(2, 500, 5))
-    >>> res = to_elpd_data(loo_pointwise(ll).to_result())
+    >>> res = to_elpd_data(initial_result(loo_pointwise(ll)))
     >>> res.loo_adapt.n_obs
     5
     """
@@ -466,7 +476,9 @@ def pointwise_from_elpd_data(elpd) -> PointwiseLoo | None:
     Examples
     --------
     >>> from loo_adapt.core.psis import loo_pointwise
-    >>> res = loo_pointwise(np.random.default_rng(3).normal(-1.0, 0.1, (1, 300, 3))).to_result()
+    >>> from loo_adapt.estimators.psis import initial_result
+    >>> ll = np.random.default_rng(3).normal(-1.0, 0.1, (1, 300, 3))
+    >>> res = initial_result(loo_pointwise(ll))
     >>> pointwise_from_elpd_data(to_elpd_data(res)) is res
     True
     """
@@ -488,8 +500,9 @@ def khat_from_elpd_data(elpd) -> np.ndarray:
     Examples
     --------
     >>> from loo_adapt.core.psis import loo_pointwise
+    >>> from loo_adapt.estimators.psis import initial_result
     >>> ll = np.random.default_rng(0).normal(-1.0, 0.1, size=(2, 500, 4))
-    >>> res = loo_pointwise(ll).to_result()
+    >>> res = initial_result(loo_pointwise(ll))
     >>> bool(np.allclose(khat_from_elpd_data(to_elpd_data(res)), res.pareto_k))
     True
     """

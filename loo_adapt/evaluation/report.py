@@ -173,12 +173,16 @@ def format_summary(result, scale: str = "log") -> str:
                     if "mixis+psis" in names else ""))
     verified = getattr(result, "verified_by", None)
     if verified is not None:
-        kinds, counts = np.unique(np.where(verified == "", "nothing", verified).astype(str),
-                                  return_counts=True)
-        lines.append("Verified by: " + ", ".join(f"{k} {c}" for k, c in zip(kinds, counts))
-                     + " (khat: k-hat below the threshold; certified: adapted and passed the "
-                       "bias checks; mixis_mcse: MixIS (or pooled) MCSE small enough; refit: exact "
-                       "refit)")
+        checked = result.checked_for_bias
+        kinds, counts = np.unique(np.asarray(verified[checked], dtype=str), return_counts=True)
+        n_khat = int(np.sum(result.khat_only))
+        lines.append(
+            "Verified (by a check that can see bias): "
+            + (", ".join(f"{k} {c}" for k, c in zip(kinds, counts)) or "none")
+            + f"; accepted on k-hat alone (not checked for bias): {n_khat}"
+            + f"; not verified: {int(np.sum(result.unreliable))}")
+        lines.append("  (certified: adapted and passed the bias checks; mixis_mcse: MixIS (or "
+                     "pooled) MCSE small enough; refit: exact refit)")
     lines.extend(_unreliable_lines(result))
     return "\n".join(lines)
 
@@ -234,18 +238,27 @@ def unreliable_reasons(result) -> dict[int, str]:
 
 
 def _unreliable_lines(result: PointwiseLoo, shown: int = 20) -> list[str]:
+    from loo_adapt.advice import next_step_for
+
     reasons = unreliable_reasons(result)
-    if not reasons:
-        return ["Every observation has a reliable estimate."]
+    n_khat = int(np.sum(result.khat_only))
+    if not reasons and not n_khat:
+        return ["Every observation has a reliable estimate (verified by a check that can see "
+                "bias)."]
+    lines = []
     n = len(reasons)
-    lines = [f"Still unreliable: {n} observation{'s' if n > 1 else ''} (0-based index, "
-             "Stan's 1-based log_lik index beside it), with the failed check:"]
-    for i, why in list(reasons.items())[:shown]:
-        lines.append(f"  {i:>5d}  log_lik[{i + 1}]  {why}")
-    if n > shown:
-        lines.append(f"  ... ({n} in all; every one in the pointwise table)")
-    lines.append("Estimate them with fallback=('mixis', 'refit') (CLI: --fallback mixis "
-                 "refit) or refit them.")
+    if n:
+        lines.append(f"Still unreliable: {n} observation{'s' if n > 1 else ''} (0-based "
+                     "index, Stan's 1-based log_lik index beside it), with the failed check:")
+        for i, why in list(reasons.items())[:shown]:
+            lines.append(f"  {i:>5d}  log_lik[{i + 1}]  {why}")
+        if n > shown:
+            lines.append(f"  ... ({n} in all; every one in the pointwise table)")
+    if n_khat:
+        lines.append(f"{n_khat} observation{'s rest' if n_khat > 1 else ' rests'} on PSIS "
+                     "with k-hat below the threshold, not checked for bias.")
+    step = next_step_for(result)
+    lines.append(f"Next step: {step[0].upper()}{step[1:]}.")
     return lines
 
 
@@ -467,6 +480,8 @@ def results_dict(result, *, scale: str | None = None, name: str = "loo") -> dict
         "n_unreliable": int(np.sum(res.unreliable)),
         "unreliable": np.flatnonzero(res.unreliable).tolist(),
         "reasons": {str(i): r for i, r in unreliable_reasons(res).items()},
+        "n_khat_only": int(np.sum(res.khat_only)),
+        "provenance": res.provenance.tolist(),
         "khat_counts_before": khat_counts(res.pareto_k, res.good_k).tolist(),
         "pointwise": pointwise,
         "dtypes": dtypes,

@@ -38,8 +38,16 @@ def is_cmdstanpy_fit(obj) -> bool:
 
 
 def _csv_files(fit) -> list[str]:
-    runset = getattr(fit, "runset", None)
-    return [str(f) for f in (getattr(runset, "csv_files", None) or [])]
+    """The fit's CSV files where cmdstanpy says them (``runset`` of MCMC and VB fits),
+    looked up without probing: on Laplace and Pathfinder results an unknown attribute is
+    taken as a Stan variable name and warns."""
+    import inspect
+
+    runset = inspect.getattr_static(fit, "runset", None)
+    files = inspect.getattr_static(runset, "csv_files", None) if runset is not None else None
+    if isinstance(files, property):
+        files = runset.csv_files
+    return [str(f) for f in (files or [])] if isinstance(files, (list, tuple)) else []
 
 
 def _object_values(fit, cls: str) -> np.ndarray:
@@ -87,7 +95,8 @@ def read_cmdstanpy(fit, method: str | None = None, *, var_names=None) -> Draws:
         raise ValueError(_no_draws(cls, files))
     cols = select_columns(names, var_names)
     config = dict(getattr(getattr(fit, "metadata", None), "cmdstan_config", {}) or {})
-    source = f"cmdstanpy {cls}: " + (", ".join(files) or "(CSV files gone)")
+    source = f"cmdstanpy {cls}: " + (", ".join(files) or (
+        "CSV files not exposed by cmdstanpy (fit.save_csvfiles(dir) keeps them)"))
     if found == "other":
         source += " (optimize: the mode as a single draw)"
     return assemble(values[..., cols], [names[c] for c in cols], found, source, config)

@@ -533,12 +533,13 @@ def fit_mixture(
         )
         out = read_stanli(fit)
     elif backend == "cmdstan":
-        result = _stan._cmdstan_model(program.stan_file).sample(
-            data=_stan._jsonable(data), chains=chains, iter_warmup=warmup, iter_sampling=draws,
-            seed=seed, adapt_delta=delta, max_treedepth=depth, show_progress=False,
-            sig_figs=18, inits=opts["inits_constrained"], step_size=opts["step_size"],
-            metric={"inv_metric": opts["inv_metric"].tolist()},
-        )
+        with _stan.quiet_cmdstanpy():
+            result = _stan._cmdstan_model(program.stan_file).sample(
+                data=_stan._jsonable(data), chains=chains, iter_warmup=warmup,
+                iter_sampling=draws, seed=seed, adapt_delta=delta, max_treedepth=depth,
+                show_progress=False, sig_figs=18, inits=opts["inits_constrained"],
+                step_size=opts["step_size"], metric="diag_e", inv_metric=opts["inv_metric"],
+            )
         out = _stan.draws_from_cmdstanpy(result)
     else:
         raise NotImplementedError(

@@ -305,8 +305,8 @@ class RefitResult:
         >>> rec.source, float(rec.p1.mean())
         ('refit', 0.25)
         """
+        from loo_adapt.core.bernoulli import bernoulli_log_p1
         from loo_adapt.estimators.base import RowDraws
-        from loo_adapt.estimators.mixis import bernoulli_log_p1
 
         ll = self.log_lik[pos] if pos < len(self.log_lik) else None
         if ll is None:
@@ -381,18 +381,9 @@ def _run(job: _Job, i: int, seed: int, scale: int = 1) -> dict:
 
 
 def _progress_bar(total: int, enabled: bool, desc: str = "LOO refits"):
-    if not enabled:
-        return None
-    try:
-        import tqdm
-    except ImportError:
-        return None
-    try:  # a notebook widget needs ipywidgets; without it tqdm.auto warns (IProgress not found)
-        import ipywidgets  # noqa: F401
-        from tqdm.auto import tqdm as bar
-    except ImportError:
-        bar = tqdm.tqdm
-    return bar(total=total, desc=desc, unit="fit")
+    from loo_adapt.progress import progress_bar
+
+    return progress_bar(total, desc, enabled=enabled, unit="fit", delay=0.0)
 
 
 def _announce(message: str, bar) -> None:
@@ -548,12 +539,11 @@ def refit_loo(
     >>> res.reliable.tolist(), [round(float(e), 1) for e in res.elpd_i]
     ([True, True], [-1.2, -1.2])
     """
-    from loo_adapt.stan.program import StanProgram
-
     _pool.check_not_bootstrapping("refit_loo")
     if program is None and refit_fn is None:
         raise ValueError("give program= (a StanProgram) or refit_fn=")
-    if program is not None and not isinstance(program, StanProgram):
+    if program is not None and not (hasattr(program, "refit_without")
+                                    and hasattr(program, "n_obs")):
         raise TypeError(f"program must be a StanProgram, got {type(program).__name__}")
     _check_refit_fn(refit_fn)
     n_obs = program.n_obs if program is not None else None

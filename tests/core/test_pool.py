@@ -179,3 +179,33 @@ def test_psis_mcse_of_sum_sees_the_shared_draws():
     assert np.std(tot) > 1.2 * np.mean(quad)
     with pytest.raises(ValueError, match="chains"):
         is_mcse_of_sum(res.log_weights, np.ones(y.size), chains=3)
+
+
+def test_a_disagreement_far_beyond_mc_error_unverifies_the_rows():
+    """Mixture draws whose log_lik was computed on other data (three outcomes shifted by 0.5,
+    as a wrong program's data would give): PSIS (k-hat < 1/2, MCSE trustworthy) and MixIS
+    disagree in sum by far more than their Monte Carlo error, so no row compared is
+    verified, each saying why; one shifted outcome unverifies its own row only; the right
+    mixture draws stay verified, with no warning."""
+    y, m_loo, truth, mix_p = _normal_mean()
+    rng = np.random.default_rng(11)
+    ll_post, ll_mix = _draws(y, m_loo, mix_p, rng, 4000)
+    comp = rng.choice(y.size, size=4000, p=mix_p)
+    mu = rng.normal(m_loo[comp], np.sqrt(1.0 / (y.size - 1))).reshape(4, -1)
+    post = read_dict({"log_lik": ll_post}, method="mcmc")
+    for shifted in ([5, 6, 7], [5]):
+        y_other = y.copy()
+        y_other[shifted] += 0.5
+        wrong = read_dict({"log_lik": norm.logpdf(y_other, mu[..., None])}, method="mcmc")
+        with pytest.warns(UserWarning, match="no verified estimate"):
+            res = loo_adapt.loo(post, estimator="mixis", mixis_draws=wrong).loo_adapt
+        low_k = res.pareto_k < 0.5
+        assert low_k.sum() >= 15
+        bad = low_k if len(shifted) > 1 else np.isin(np.arange(y.size), shifted)
+        assert not res.reliable[bad].any() and res.reliable[~bad].all()
+        assert all("PSIS and MixIS disagree" in r for r in res.reason[bad])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        right = loo_adapt.loo(post, estimator="mixis",
+                              mixis_draws=read_dict({"log_lik": ll_mix}, method="mcmc"))
+    assert right.loo_adapt.reliable.all()

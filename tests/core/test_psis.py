@@ -30,6 +30,7 @@ from loo_adapt.core.psis import (
     psis_tail_length,
     psislw,
 )
+from loo_adapt.estimators.psis import initial_result
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "psis_reference"
 sys.path.insert(0, str(REFERENCE))
@@ -520,7 +521,7 @@ def test_non_finite_inputs():
 @needs_arviz0
 def test_to_result_and_psis_n_eff(cmdstan_ll):
     res = loo_pointwise(cmdstan_ll)
-    out = res.to_result()
+    out = initial_result(res)
     np.testing.assert_array_equal(out.elpd_i, res.elpd_i)
     np.testing.assert_array_equal(out.pareto_k_after, res.pareto_k)
     assert out.n_samples == 1000

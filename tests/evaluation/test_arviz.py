@@ -17,6 +17,7 @@ from scipy.stats import norm
 
 import loo_adapt
 from loo_adapt.core.psis import loo_pointwise
+from loo_adapt.estimators.psis import initial_result
 from loo_adapt.evaluation.arviz import (
     arviz_major,
     khat_from_elpd_data,
@@ -181,7 +182,7 @@ def test_arrays_get_arviz_default_dims_and_chain_draw_weights():
 def test_rows_without_posterior_weights_are_nan_with_reason():
     n = 5
     base = loo_pointwise(np.random.default_rng(0).normal(-1, 0.3, (1, 400, n)), r_eff=1.0)
-    res = base.to_result()
+    res = initial_result(base)
     res = PointwiseLoo(**{**{f: getattr(res, f) for f in ("elpd_i", "p_loo_i", "lpd_i",
                                                           "mcse_elpd_i", "pareto_k",
                                                           "good_k", "n_samples",

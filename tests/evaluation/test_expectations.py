@@ -8,6 +8,7 @@ from scipy.stats import kstest, norm
 
 import loo_adapt
 from loo_adapt.core.psis import loo_pointwise
+from loo_adapt.estimators.psis import initial_result
 from loo_adapt.evaluation.arviz import arviz_major, to_elpd_data
 from loo_adapt.expectations import e_loo_khat, e_loo_rows, loo_expectations, loo_pit, pit_rows
 from loo_adapt.io.readers import read_dict
@@ -93,7 +94,7 @@ def test_loo_expectations_equal_exact_loo_predictive_moments():
 def test_rows_of_other_estimators_use_their_own_draws_or_are_nan():
     y, ll, yrep = _normal_model(seed=4, n=5, draws=1000)
     base = loo_pointwise(ll, r_eff=1.0)
-    r0 = base.to_result()
+    r0 = initial_result(base)
     fields = ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "good_k",
               "n_samples", "r_eff")
     res = PointwiseLoo(**{f: getattr(r0, f) for f in fields},
@@ -299,7 +300,8 @@ def test_adapted_rows_binary_expectations_match_brute_force_truth():
     # a continuous function of the outcome: adapted rows name the fix
     cont = loo_expectations(res, y_rep + 0.5 * np.random.default_rng(5).normal(size=y_rep.shape))
     assert np.isnan(cont.value[adapted]).all() and np.isfinite(cont.value[~adapted]).all()
-    assert all("estimator='mixis'" in r and "row_draws=" in r for r in cont.reason[adapted])
+    assert all("program=loo_adapt.StanProgram" in r and "row_draws=" in r
+               for r in cont.reason[adapted])
 
 
 def test_a_later_stage_replaces_the_row_record():

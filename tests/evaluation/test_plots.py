@@ -17,6 +17,7 @@ from sklearn import metrics as skm  # noqa: E402
 from sklearn.calibration import calibration_curve as sk_calibration_curve  # noqa: E402
 
 from loo_adapt import plots  # noqa: E402
+from loo_adapt.estimators.psis import initial_result
 from loo_adapt.result import PointwiseLoo  # noqa: E402
 
 
@@ -388,7 +389,7 @@ def test_thresholds_come_from_the_number_of_draws():
     rng = np.random.default_rng(0)
     from loo_adapt.core.psis import loo_pointwise
 
-    r1000 = loo_pointwise(rng.normal(-1, 0.5, (1, 1000, 30)), r_eff=1.0).to_result()
+    r1000 = initial_result(loo_pointwise(rng.normal(-1, 0.5, (1, 1000, 30)), r_eff=1.0))
     r1000.candidates = [{"i": 0, "transform": "ll", "rho": 0.1, "khat": 0.5}]
     for func, get in ((plots.plot_khat, "get_ydata"), (plots.plot_khat_hist, "get_xdata"),
                       (plots.plot_khat_candidates, "get_ydata")):

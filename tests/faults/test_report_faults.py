@@ -101,12 +101,12 @@ def test_load_results_round_trips_every_field(tmp_path):
 
 
 def test_fields_added_later_round_trip(tmp_path, monkeypatch):
-    """A field added to PointwiseLoo (provenance, reasons) round-trips with no change to the
+    """A field added to PointwiseLoo (an origin record, reasons) round-trips with no change to the
     report code: it iterates over dataclasses.fields."""
 
     @dataclasses.dataclass
     class Later(PointwiseLoo):
-        provenance: dict = dataclasses.field(default_factory=dict)
+        origin: dict = dataclasses.field(default_factory=dict)
         reason: np.ndarray | None = None
         grid: np.ndarray | None = None
         label: str = ""
@@ -115,7 +115,7 @@ def test_fields_added_later_round_trip(tmp_path, monkeypatch):
         ok: bool = False
         none: object = None
 
-    extra = dict(provenance={"origin": "advi", "pq": True, "khat_pq": np.inf,
+    extra = dict(origin={"origin": "advi", "pq": True, "khat_pq": np.inf,
                              "seed": 3, "draws": [1.5, -np.inf], "nested": {"x": np.nan}},
                  reason=np.array(["", "MCSE 0.31 above 0.10", "", "prior check failed: "
                                   "lp__ differs by 3.2", "", ""], dtype=object),

@@ -1,0 +1,33 @@
+"""Binary outcomes: P(y_i = 1 | theta) from the Bernoulli log-likelihood of the observed y,
+and the LOO probability P(y_i = 1 | y_-i) from importance weights (array functions)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["bernoulli_log_p1", "loo_prob_from_log_lik"]
+
+
+def bernoulli_log_p1(log_lik, y):
+    """log P(y = 1 | theta) from the Bernoulli log-likelihood of the observed y.
+
+    For y = 1 it is log_lik itself; for y = 0 it is log(1 - exp(log_lik)), computed as
+    log(-expm1(log_lik)) which stays finite for log_lik near 0 down to the float limit.
+    """
+    ll = np.asarray(log_lik, dtype=np.float64)
+    yv = np.asarray(y)
+    if yv.shape != ll.shape[-1:]:
+        raise ValueError(f"y has shape {yv.shape}, expected ({ll.shape[-1]},)")
+    if not np.isin(yv, (0, 1)).all():
+        raise ValueError("y must be binary (0/1)")
+    if (ll > 0).any():
+        raise ValueError("a Bernoulli log-likelihood must be <= 0")
+    with np.errstate(divide="ignore"):
+        log_other = np.log(-np.expm1(ll))
+    return np.where(yv == 1, ll, log_other)
+
+
+def loo_prob_from_log_lik(log_lik, log_weights, y) -> np.ndarray:
+    """P(y_i = 1 | y_-i) from the weights: the Bernoulli likelihood of the observed y_i
+    gives P(y_i = 1) at each draw."""
+    return np.sum(np.exp(log_weights + bernoulli_log_p1(log_lik, y)), axis=0)

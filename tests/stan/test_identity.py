@@ -1,0 +1,125 @@
+"""Program <-> fit identity (`loo_adapt.stan.identity`), on real CmdStan 2.35 output: the
+fit's own program and data pass for every method (NUTS, ADVI, Laplace, Pathfinder); another
+model, another N, flipped labels, another prior scale (in the data or in the program text)
+are refused before anything is estimated, with a message that says what differs."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import loo_adapt
+from loo_adapt.io.readers import read_draws
+from loo_adapt.stan.identity import ProgramMismatchError, check_program_matches
+from loo_adapt.stan.program import StanProgram
+
+pytest.importorskip("stanli", reason="BridgeStan comes with the stanli extra")
+
+FIX = pathlib.Path(__file__).resolve().parents[1] / "data" / "cmdstan"
+MODELS = ("logistic_normal", "rhs_logistic", "relu1")
+METHODS = ("sample", "variational", "laplace", "pathfinder")
+
+
+def _draws(model, method):
+    files = sorted(p for p in (FIX / model / method).glob("*.csv") if "-opt-" not in p.name)
+    return read_draws([str(p) for p in files])
+
+
+def _data(model):
+    return json.loads((FIX / f"{model}.data.json").read_text())
+
+
+def _program(model, data=None, text=None, tmp=None):
+    if text is None:
+        return StanProgram(FIX / f"{model}.stan", _data(model) if data is None else data)
+    path = tmp / f"{model}_edited.stan"
+    path.write_text(text)
+    return StanProgram(path, _data(model) if data is None else data)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("model", MODELS)
+def test_the_fits_own_program_passes(model, method):
+    check = check_program_matches(_program(model), _draws(model, method))
+    assert check.n_draws >= 8
+    assert check.density == ("lp__" if method == "sample" else "log_p__")
+
+
+@pytest.mark.parametrize("other", ["rhs_logistic", "relu1"])
+def test_another_model_is_refused_naming_the_variable(other):
+    with pytest.raises(ProgramMismatchError, match="declares the parameter"):
+        check_program_matches(_program(other), _draws("logistic_normal", "sample"))
+
+
+def test_another_n_is_refused():
+    data = _data("logistic_normal")
+    data.update(N=data["N"] - 1, y=data["y"][:-1], X=data["X"][:-1])
+    with pytest.raises(ProgramMismatchError, match="N = 53 observations .* has 54"):
+        check_program_matches(_program("logistic_normal", data),
+                              _draws("logistic_normal", "sample"))
+
+
+@pytest.mark.parametrize("n_flipped", [1, 10])
+def test_flipped_labels_are_refused_naming_the_rows(n_flipped):
+    data = _data("logistic_normal")
+    y = np.array(data["y"])
+    rows = np.arange(41, 41 + n_flipped) % y.size
+    y[rows] = 1 - y[rows]
+    data["y"] = y.tolist()
+    with pytest.raises(ProgramMismatchError, match=f"log_lik differs .* at {n_flipped} of 54"):
+        check_program_matches(_program("logistic_normal", data),
+                              _draws("logistic_normal", "sample"))
+
+
+@pytest.mark.parametrize("method", ["sample", "variational"])
+@pytest.mark.parametrize("factor", [1.2, 1.01])
+def test_another_prior_scale_in_the_data_is_refused(method, factor):
+    data = _data("logistic_normal")
+    data["prior_sd"] = data["prior_sd"] * factor
+    with pytest.raises(ProgramMismatchError, match="log density does not match"):
+        check_program_matches(_program("logistic_normal", data),
+                              _draws("logistic_normal", method))
+
+
+def test_another_prior_in_the_program_text_is_refused(tmp_path):
+    text = (FIX / "logistic_normal.stan").read_text()
+    edited = text.replace("beta ~ normal(0, prior_sd);", "beta ~ student_t(5, 0, prior_sd);")
+    assert edited != text
+    with pytest.raises(ProgramMismatchError, match="log density does not match"):
+        check_program_matches(_program("logistic_normal", text=edited, tmp=tmp_path),
+                              _draws("logistic_normal", "sample"))
+
+
+def test_loo_refuses_a_wrong_program_before_estimating_anything(monkeypatch):
+    """The issue's case: the logistic_normal fit with the rhs_logistic program (and, of the
+    same shapes, flipped labels) is refused at once; no mixture fit or refit starts."""
+    from loo_adapt.stan import program as program_module
+
+    def no_fit(*a, **k):
+        raise AssertionError("a fit started before the identity check")
+
+    monkeypatch.setattr(program_module.StanProgram, "fit", no_fit)
+    monkeypatch.setattr(program_module.StanProgram, "fit_mixture", no_fit)
+    draws = _draws("logistic_normal", "sample")
+    with pytest.raises(ProgramMismatchError):
+        loo_adapt.loo(draws, program=_program("rhs_logistic"))
+    data = _data("logistic_normal")
+    y = np.array(data["y"])
+    y[:10] = 1 - y[:10]
+    data["y"] = y.tolist()
+    for fallback in ((), ("refit",)):
+        with pytest.raises(ProgramMismatchError, match="log_lik differs"):
+            loo_adapt.loo(draws, program=_program("logistic_normal", data),
+                          estimator="psis" if fallback else "auto", fallback=fallback)
+
+
+def test_kfold_refuses_a_program_that_is_not_the_fits():
+    """k-fold given the full-data fit (its Draws) refits only the identity-checked program."""
+    data = _data("logistic_normal")
+    data["prior_sd"] = data["prior_sd"] * 2
+    with pytest.raises(ProgramMismatchError, match="log density does not match"):
+        loo_adapt.kfold(_program("logistic_normal", data), K=2,
+                        log_lik=_draws("logistic_normal", "sample"), progress=False)
