@@ -15,7 +15,7 @@ __all__ = ["next_step", "next_step_for", "PROGRAM_CALL", "PROGRAM_FLAGS"]
 
 #: the recommended call, in Python and on the command line
 PROGRAM_CALL = 'loo(fit, program=loo_adapt.StanProgram("model.stan", data))'
-PROGRAM_FLAGS = "--program model.stan --data data.json"
+PROGRAM_FLAGS = "--program FILE.stan --data DATA.json"
 _WHAT = ("mixture IS on every row, pooled with PSIS where they agree, refits where its MCSE "
          "is too large")
 #: estimators that only run when a program or mixture draws were given

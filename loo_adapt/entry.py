@@ -87,7 +87,7 @@ def _fit_mixture(program, draws: Draws, seed: int) -> Draws:
     flagged = program.with_mixis()  # a program that cannot be flagged fails here, once
     if draws.method == "mcmc":
         try:
-            return program.fit_mixture(draws, seed=seed)
+            return flagged.fit_mixture(draws, seed=seed)
         except MixisProgramError:
             raise
         except Exception as err:  # noqa: BLE001 - the warm start failed: a cold fit
@@ -168,6 +168,10 @@ def build_context(data, *, stages, method=None, var_name=None, reff=None, model=
     if program is not None:
         from loo_adapt.stan.identity import check_program_matches
 
+        if mixis_draws is None and any(isinstance(st.estimator, MixIS) for st in stages):
+            # a program that cannot be flagged says so first, with the lines to add (its
+            # log_lik may well be why: one drawn with _rng cannot match the fit's either)
+            program.with_mixis()
         check_program_matches(program, draws, var_name=var_name,
                               seed=0 if seed is None else int(seed))
     runner = None

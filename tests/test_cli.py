@@ -42,7 +42,13 @@ def test_evaluate_fixture_matches_library(tmp_path, capsys):
     # exit code 3 exactly when some observation is still unreliable
     assert stored["n_unreliable"] == int(pw.unreliable.sum())
     assert rc == (3 if pw.unreliable.any() else 0)
-    assert ref.summary() in printed and "Report written to" in printed
+    # the library's summary, its advice replaced by the command line's next step
+    body, advice = ref.summary().rsplit("\nNext step: ", 1)
+    assert body in printed and "Report written to" in printed
+    assert "loo(fit, program=" in advice and "loo(fit, program=" not in printed
+    if rc == 3:
+        assert "Next:" in printed and "--program FILE.stan --data DATA.json" in printed
+    assert "fallback=(" not in printed
     for name in ("summary.txt", "metrics.json", "khat.png", "roc.png"):
         assert (out / name).is_file()
 
@@ -65,6 +71,16 @@ def test_evaluate_plain_psis_and_paper_rule(tmp_path, capsys):
     assert np.array_equal(np.array(plain["pointwise"]["pareto_k"], float), ref.pareto_k)
     assert set(plain["pointwise"]["method"]) == {"psis"} and plain["candidates"] == []
     assert rc == 3  # 29 of 54 observations above the threshold (fixture README)
+    # the draws alone (no --model, no --data): the same PSIS-LOO, and the next step named in
+    # the tool's options
+    rc = main(["evaluate", str(SAMPLE), "--out", str(tmp_path / "c")])
+    printed = capsys.readouterr().out
+    alone = _results(tmp_path / "c")
+    assert rc == 3 and alone["pointwise"]["elpd_i"] == plain["pointwise"]["elpd_i"]
+    # every row counts: PSIS rows below the k-hat threshold are not checked for bias either
+    assert "Next: 54 observations without an estimate verified for bias" in printed
+    assert "verify them with --program FILE.stan --data DATA.json" in printed
+    assert "fallback=(" not in printed and "program=" not in printed
     main(["evaluate", str(SAMPLE), "--data", str(DATA_JSON), "--model", "logistic",
           "--transforms", "kl", "ll", "--selection", "min_khat", "--out", str(tmp_path / "b"),
           "-q"])
@@ -167,10 +183,114 @@ def test_subprocess_exit_codes(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "loo_adapt.cli", "evaluate", str(tmp_path / "nope.csv"),
-         "--data", str(DATA_JSON), "--model", "relu", "--out", str(tmp_path / "o")],
+         "--data", str(DATA_JSON), "--model", "logistic", "--out", str(tmp_path / "o")],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 1
     assert "nope.csv" in proc.stderr and "Traceback" not in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "loo_adapt.cli", "fit", "--model", "relu"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 2 and "required" in proc.stderr
+
+
+# --------------------------------------------------------------------------- any Stan program
+POISSON = Path(__file__).parent / "data" / "poisson"
+POISSON_DATA = POISSON / "poisson.data.json"
+
+
+@pytest.fixture(scope="module")
+def poisson_csv(tmp_path_factory):
+    """Stan CSV of a Poisson regression (no bundled family), sampled once by stanli."""
+    pytest.importorskip("stanli", reason="the Poisson draws are sampled with stanli")
+    from loo_adapt.io.csv import write_stan_csv
+
+    data = json.loads(POISSON_DATA.read_text())
+    draws = stan.fit(str(POISSON / "poisson.stan"), data, backend="stanli", chains=2,
+                     draws=500, warmup=500, seed=5)
+    out = tmp_path_factory.mktemp("poisson") / "sample"
+    write_stan_csv(draws, out, "poisson", model="poisson", config={"warmup": 500, "seed": 5})
+    return out
+
+
+def _arviz_loo_of_csv(folder, reff):
+    """arviz's PSIS-LOO of the CSVs' log_lik columns, read with numpy (not our reader)."""
+    import arviz as az
+
+    chains, params = [], []
+    for path in sorted(Path(folder).glob("*.csv")):
+        lines = [ln for ln in path.read_text().splitlines() if ln and ln[0] != "#"]
+        names = lines[0].split(",")
+        table = np.array([[float(v) for v in ln.split(",")] for ln in lines[1:]])
+        cols = sorted((int(c.split(".")[1]), k) for k, c in enumerate(names)
+                      if c.startswith("log_lik."))
+        chains.append(table[:, [k for _, k in cols]])
+        params.append({c: table[:, k] for k, c in enumerate(names)
+                       if not c.endswith("__") and not c.startswith("log_lik.")})
+    log_lik = np.stack(chains)  # (chains, draws, n)
+    posterior = {c: np.stack([p[c] for p in params]) for c in params[0]}
+    try:
+        idata = az.from_dict(posterior=posterior, log_likelihood={"log_lik": log_lik})
+    except TypeError:  # arviz 1.x: groups as one dict
+        idata = az.from_dict({"posterior": posterior, "log_likelihood": {"log_lik": log_lik}})
+    return az.loo(idata, pointwise=True, reff=reff), log_lik.shape
+
+
+def test_evaluate_draws_alone_match_arviz(poisson_csv, tmp_path, capsys):
+    """No --model, no --data: PSIS-LOO with k-hat and the report, the numbers arviz's."""
+    out = tmp_path / "plain"
+    rc = main(["evaluate", str(poisson_csv), "--out", str(out), "--reff", "1"])
+    printed = capsys.readouterr().out
+    ref, (chains, draws, n) = _arviz_loo_of_csv(poisson_csv, reff=1.0)
+    stored = _results(out)
+    assert stored["n_obs"] == n == 30 and stored["n_samples"] == chains * draws
+    assert stored["estimates"]["elpd_loo"] == pytest.approx(float(ref["elpd_loo"]), abs=1e-8)
+    assert stored["estimates"]["p_loo"] == pytest.approx(float(ref["p_loo"]), abs=1e-8)
+    np.testing.assert_allclose(stored["pointwise"]["pareto_k"], np.asarray(ref["pareto_k"]),
+                               rtol=0, atol=1e-8)
+    assert set(stored["pointwise"]["method"]) == {"psis"}
+    # exit code from arviz's k-hat and R loo's threshold for S draws
+    threshold = min(1 - 1 / np.log10(chains * draws), 0.7)
+    assert rc == (3 if np.max(ref["pareto_k"]) > threshold else 0)
+    assert "Pareto k diagnostic values" in printed and "Report written to" in printed
+    for name in ("summary.txt", "results.json", "khat.png"):
+        assert (out / name).is_file()
+    assert not (out / "roc.png").exists()  # counts, not a binary outcome
+
+    # --data without --model/--program only lends y to the report (counts here: none)
+    rc2 = main(["evaluate", str(poisson_csv), "--data", str(POISSON_DATA), "--out",
+                str(tmp_path / "with_data"), "--reff", "1", "-q"])
+    assert rc2 == rc
+    assert _results(tmp_path / "with_data")["pointwise"]["elpd_i"] == \
+        stored["pointwise"]["elpd_i"]
+
+
+def test_evaluate_any_program_trust_path(poisson_csv, tmp_path, capsys, monkeypatch):
+    """--program FILE.stan --data DATA.json: MixIS on every observation (refits budgeted),
+    within Monte Carlo error of PSIS where PSIS is easy (every k-hat below 0.7 here)."""
+    from loo_adapt.cli import evaluate
+
+    shown = []
+
+    class Recording(evaluate._Stages):
+        def close(self):
+            shown.append(list(self.labels))
+            super().close()
+
+    monkeypatch.setattr(evaluate, "_Stages", Recording)
+    out = tmp_path / "trust"
+    rc = main(["evaluate", str(poisson_csv), "--program", str(POISSON / "poisson.stan"),
+               "--data", str(POISSON_DATA), "--out", str(out), "--max-refits", "1",
+               "--backend", "stanli", "--seed", "3", "-q"])
+    stored = _results(out)
+    assert shown == [["reading draws", "LOO (mixture fit, MixIS, refits)", "writing report"]]
+    methods = set(stored["pointwise"]["method"])
+    assert methods <= {"mixis", "mixis+psis", "refit"} and methods & {"mixis", "mixis+psis"}
+    assert stored["pointwise"]["method"].count("refit") <= 1
+    assert rc == (3 if stored["n_unreliable"] else 0)
+    ref, _ = _arviz_loo_of_csv(poisson_csv, reff=None)
+    assert np.max(ref["pareto_k"]) < 0.7
+    plain = tmp_path / "plain"
+    main(["evaluate", str(poisson_csv), "--out", str(plain), "-q"])
+    mcse_psis = _results(plain)["estimates"]["mcse_elpd_loo"]
+    mcse = stored["estimates"]["mcse_elpd_loo"]
+    diff = stored["estimates"]["elpd_loo"] - float(ref["elpd_loo"])
+    assert abs(diff) <= 4 * np.hypot(mcse, mcse_psis), (diff, mcse, mcse_psis)

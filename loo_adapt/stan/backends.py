@@ -246,6 +246,7 @@ def _prepare_data(path: pathlib.Path, name: str | None, data, mixis: bool) -> di
             data["mixis"] = 1
         else:
             data.setdefault("mixis", 0)
+        _default_mixis_rows(path.read_text(), data)
     if name is not None:
         missing = [k for k in _REQUIRED_DATA[name] if k not in data]
         if missing:
@@ -259,6 +260,21 @@ def _prepare_data(path: pathlib.Path, name: str | None, data, mixis: bool) -> di
             )
         data["X"], data["y"] = X, y
     return data
+
+
+_MIXIS_ROWS_DECL = re.compile(r"\bint\s*<[^>]*>\s*mixis_n_rows\s*;|\bint\s+mixis_n_rows\s*;")
+
+
+def _default_mixis_rows(code: str, data: dict) -> None:
+    """``mixis_n_rows = 0`` and an empty ``mixis_rows`` (the mixture over every row) for a
+    program that declares them and data that does not set them; programs declaring only
+    ``mixis`` (hand-flagged, older bundled ones) get nothing."""
+    if "mixis_n_rows" in data or not _MIXIS_ROWS_DECL.search(code):
+        return
+    if "mixis_rows" in data and np.size(data["mixis_rows"]) > 0:
+        raise ValueError("data sets mixis_rows but not mixis_n_rows; set both")
+    data["mixis_n_rows"] = 0
+    data["mixis_rows"] = []
 
 
 def _jsonable(data: dict) -> dict:

@@ -4,11 +4,14 @@ cheaper mixture fit warm-started from the posterior fit (an edge module: it runs
 Mixture importance sampling (Silva & Zanella 2023) needs draws from
 ``p(theta | D) * sum_i 1 / p(y_i | theta)``: the model block adds
 ``target += log_sum_exp(-log_lik)`` when a data flag ``mixis`` is set.  The bundled programs
-carry the flag; :func:`add_mixis_flag` writes it into a user's program whose generated
-quantities compute ``log_lik`` from ``*_lpmf`` / ``*_lpdf`` statements, by copying that
-computation (and the generated-quantity locals it reads) into the model block under
-``if (mixis) { ... }`` with every copied name prefixed, so ``mixis = 0`` leaves the log
-density exactly as it was.
+carry the flag; :func:`add_mixis_flag` writes it into a user's program: the statements of
+generated quantities that ``log_lik`` depends on (sliced out of loops and local blocks by
+:mod:`loo_adapt.stan.stan_source`; ``y_rep`` and other quantities stay behind) are copied
+into the model block under ``if (mixis) { ... }`` with every copied name prefixed, so
+``mixis = 0`` leaves the log density exactly as it was. The data block gains ``mixis``,
+``mixis_n_rows`` and ``mixis_rows`` (``FLAG_LINES``; a mixture over the rows
+``mixis_rows``, or every row when ``mixis_n_rows = 0``) and the model block ends with
+``TARGET_LINE``.
 
 :func:`fit_mixture` samples the mixture with the posterior fit as a pilot: inverse metric
 (diagonal) from the variance of the posterior draws on the unconstrained scale, step size from
@@ -21,29 +24,34 @@ from __future__ import annotations
 
 import hashlib
 import re
-import textwrap
 
 import numpy as np
 
 from loo_adapt.draws import Draws
 from loo_adapt.stan import backends as _stan
+from loo_adapt.stan import stan_source as _src
+from loo_adapt.stan import stanc as _stanc
 
-__all__ = ["MixisProgramError", "add_mixis_flag", "warm_start", "fit_mixture"]
+__all__ = ["MixisProgramError", "add_mixis_flag", "flagged_program_path", "warm_start",
+           "fit_mixture", "FLAG_LINES", "TARGET_LINE"]
 
-_FLAG_LINE = "int<lower=0, upper=1> mixis;"
-_TARGET_LINE = "if (mixis) target += log_sum_exp(-log_lik_local);"
-_BLOCKS = ("functions", "data", "transformed data", "parameters", "transformed parameters",
-           "model", "generated quantities")
-_LOCAL_TYPES = {"int", "real", "complex", "vector", "row_vector", "matrix", "complex_vector",
-                "complex_row_vector", "complex_matrix", "array", "tuple"}
-# constrained types a block variable may have and a model-block local may not
-_BLOCK_ONLY_TYPES = {"simplex", "unit_vector", "sum_to_zero_vector", "ordered",
-                     "positive_ordered", "cholesky_factor_corr", "cholesky_factor_cov",
-                     "corr_matrix", "cov_matrix"}
-_TYPES = _LOCAL_TYPES | _BLOCK_ONLY_TYPES
-_DENSITY = re.compile(r"\w+_(?:lpmf|lpdf|lupmf|lupdf)\b")
-_IDENT = re.compile(r"(?<![\w.])[A-Za-z]\w*")
-_CLOSE = {"(": ")", "[": "]", "{": "}"}
+#: the lines at the end of the data block of a program with the mixture-IS flag
+FLAG_LINES = ("int<lower=0, upper=1> mixis;", "int<lower=0> mixis_n_rows;",
+              "array[mixis_n_rows] int<lower=1> mixis_rows;")
+#: the line at the end of its model block (``log_lik_local``: the pointwise log-likelihood)
+TARGET_LINE = ("if (mixis) { if (mixis_n_rows == 0) target += log_sum_exp(-log_lik_local); "
+               "else target += log_sum_exp(-log_lik_local[mixis_rows]); }")
+_RESERVED = ("mixis", "mixis_n_rows", "mixis_rows")
+# what a log density is computed with: density functions, or log-scale closed forms
+_DENSITY = re.compile(r"\b(?:\w+_(?:lpmf|lpdf|lupmf|lupdf|lcdf|lccdf)|log\w*|lgamma|lbeta|"
+                      r"lchoose|lmgamma|lmultiply|binomial_coefficient_log)\s*\(")
+_RNG = re.compile(r"\b\w+_rng\s*\(")
+_LOCAL_VECTOR = re.compile(r"\b(?:simplex|unit_vector|sum_to_zero_vector|ordered|"
+                           r"positive_ordered)\b")
+_LOCAL_SQUARE = re.compile(r"\b(?:cholesky_factor_corr|corr_matrix|cov_matrix|"
+                           r"cholesky_factor_cov)\s*\[([^\[\],]+)\]")
+_LOCAL_MATRIX = re.compile(r"\b(?:cholesky_factor_cov|sum_to_zero_matrix|"
+                           r"column_stochastic_matrix|row_stochastic_matrix)\b")
 
 
 class MixisProgramError(ValueError):
@@ -51,134 +59,12 @@ class MixisProgramError(ValueError):
 
 
 def _howto(log_lik: str) -> str:
+    flags = " ".join(f"`{line}`" for line in FLAG_LINES)
     return (
-        f"add the two lines by hand: `{_FLAG_LINE}` at the end of the data block, and at the "
-        f"end of the model block, after computing the pointwise log-likelihood as a local "
-        f"vector log_lik_local (what generated quantities puts in {log_lik}), "
-        f"`{_TARGET_LINE}`"
+        f"add the lines by hand: at the end of the data block {flags}, and at the end of "
+        f"the model block, after computing the pointwise log-likelihood (what generated "
+        f"quantities put in {log_lik}) as a local vector log_lik_local, `{TARGET_LINE}`"
     )
-
-
-# --------------------------------------------------------------------------- scanning
-def _mask(code: str) -> str:
-    """The code with comments and string literals blanked (same length, newlines kept)."""
-    out = list(code)
-    i, n = 0, len(code)
-    while i < n:
-        two = code[i:i + 2]
-        if two == "//" or code[i] == "#":
-            j = code.find("\n", i)
-            j = n if j < 0 else j
-        elif two == "/*":
-            j = code.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-        elif code[i] == '"':
-            j = code.find('"', i + 1)
-            j = n if j < 0 else j + 1
-        else:
-            i += 1
-            continue
-        for k in range(i, j):
-            if out[k] != "\n":
-                out[k] = " "
-        i = j
-    return "".join(out)
-
-
-def _match(masked: str, i: int) -> int:
-    """Index just past the bracket closing the one at ``i``."""
-    stack = [_CLOSE[masked[i]]]
-    j = i + 1
-    while stack:
-        if j >= len(masked):
-            raise MixisProgramError("unbalanced brackets in the Stan program")
-        c = masked[j]
-        if c in _CLOSE:
-            stack.append(_CLOSE[c])
-        elif c in ")]}":
-            if c != stack.pop():
-                raise MixisProgramError("unbalanced brackets in the Stan program")
-        j += 1
-    return j
-
-
-def _blocks(masked: str) -> dict[str, tuple[int, int, int]]:
-    """Program block -> (header start, index of its ``{``, index just past its ``}``)."""
-    header = re.compile(r"\s*(" + "|".join(b.replace(" ", r"\s+") for b in _BLOCKS) + r")\s*\{")
-    out, i = {}, 0
-    while True:
-        m = header.match(masked, i)
-        if m is None:
-            if masked[i:].strip():
-                raise MixisProgramError(
-                    f"cannot read the program's block structure near {masked[i:i + 40]!r}"
-                )
-            return out
-        brace = m.end() - 1
-        end = _match(masked, brace)
-        out[" ".join(m.group(1).split())] = (m.start(1), brace, end)
-        i = end
-
-
-def _skip_ws(masked: str, i: int) -> int:
-    while i < len(masked) and masked[i].isspace():
-        i += 1
-    return i
-
-
-def _statement_end(masked: str, i: int, end: int) -> int:
-    """Index just past the statement starting at ``i`` (``i`` on its first character)."""
-    if masked[i] == "{":
-        return _match(masked, i)
-    m = re.match(r"(for|while|if)\b", masked[i:end])
-    if m:
-        j = _skip_ws(masked, i + m.end())
-        if j >= end or masked[j] != "(":
-            raise MixisProgramError(f"cannot parse the {m.group(1)} statement at {i}")
-        j = _statement_end(masked, _skip_ws(masked, _match(masked, j)), end)
-        if m.group(1) == "if":
-            k = _skip_ws(masked, j)
-            if re.match(r"else\b", masked[k:end]):
-                j = _statement_end(masked, _skip_ws(masked, k + 4), end)
-        return j
-    j = i
-    while j < end:
-        c = masked[j]
-        if c in _CLOSE:
-            j = _match(masked, j)
-            continue
-        if c == ";":
-            return j + 1
-        j += 1
-    raise MixisProgramError(f"statement without a closing ';' near {masked[i:i + 40]!r}")
-
-
-def _statements(masked: str, start: int, end: int) -> list[tuple[int, int]]:
-    out, i = [], _skip_ws(masked, start)
-    while i < end:
-        j = _statement_end(masked, i, end)
-        out.append((i, j))
-        i = _skip_ws(masked, j)
-    return out
-
-
-def _declared(text: str) -> str | None:
-    """The variable a declaration statement declares (None for other statements)."""
-    m = _IDENT.match(text)
-    if m is None or m.group() not in _TYPES:
-        return None
-    depth, j = 0, 0
-    while j < len(text):
-        c = text[j]
-        if c in "([<{":
-            depth += 1
-        elif c in ")]>}":
-            depth -= 1
-        elif depth == 0 and (c == ";" or (c == "=" and text[j + 1:j + 2] != "=")):
-            break
-        j += 1
-    names = _IDENT.findall(text[:j])
-    return names[-1] if names else None
 
 
 def _strip_constraints(text: str) -> str:
@@ -190,7 +76,7 @@ def _strip_constraints(text: str) -> str:
         j, depth = m.end(), 1
         while j < len(text) and depth:
             if text[j] in "([":
-                j = _match(text, j)  # comparisons inside brackets are not the bound's end
+                j = _src.match(text, j)  # comparisons inside brackets are not the bound's end
                 continue
             depth += {"<": 1, ">": -1}.get(text[j], 0)
             j += 1
@@ -200,69 +86,196 @@ def _strip_constraints(text: str) -> str:
     return "".join(out)
 
 
-def _local_names(masked: str, start: int, end: int) -> set[str]:
-    """Every variable declared inside a statement span (locals and loop variables)."""
-    names = set(re.findall(r"\bfor\s*\(\s*([A-Za-z]\w*)\s+in\b", masked[start:end]))
-    stack = [(start, end)]
-    while stack:
-        a, b = stack.pop()
-        for s, e in _statements(masked, a, b):
-            name = _declared(masked[s:e])
-            if name:
-                names.add(name)
-            # descend into every braced body of a compound statement
-            k = s
-            while k < e:
-                if masked[k] == "{":
-                    close = _match(masked, k)
-                    stack.append((k + 1, close - 1))
-                    k = close
-                else:
-                    k += 1
-    return names
+def _local_type(text: str) -> str:
+    """A top-level generated-quantity declaration as a local: constraints and constrained
+    types (simplex, cov_matrix, ...) become plain vectors and matrices."""
+    text = _LOCAL_VECTOR.sub("vector", text)
+    text = _LOCAL_SQUARE.sub(lambda m: f"matrix[{m.group(1)}, {m.group(1)}]", text)
+    text = _LOCAL_MATRIX.sub("matrix", text)
+    return _strip_constraints(text)
 
 
-def _assigned(text: str) -> set[str]:
-    """Names written by assignments (``x = ``, ``x[i] = ``, ``x += ``...) in a masked span."""
-    out = set()
-    for m in _IDENT.finditer(text):
-        j = _skip_ws(text, m.end())
-        while j < len(text) and text[j] == "[":
-            j = _skip_ws(text, _match(text, j))
-        op = re.match(r"(?:\.\*|\./|[-+*/])?=(?!=)", text[j:])
-        if op:
-            out.add(m.group())
+def _size(decl: str, log_lik: str) -> str:
+    """The length of a one-dimensional ``log_lik`` declaration (its size expression)."""
+    text = _strip_constraints(decl)
+    m = re.match(r"\s*(vector|row_vector|array)\s*\[", text)
+    bad = MixisProgramError(
+        f"{log_lik!r} is declared as {' '.join(decl.split())!r}, not a vector or a "
+        f"one-dimensional array; {_howto(log_lik)}")
+    if m is None:
+        raise bad
+    close = _src.match(text, m.end() - 1)
+    size = text[m.end():close - 1].strip()
+    depth, flat = 0, ""
+    for c in size:  # a top-level comma: more than one dimension
+        depth += c in "([{"
+        depth -= c in ")]}"
+        flat += c if depth == 0 else " "
+    rest = text[close:].split()
+    if "," in flat or (m.group(1) == "array" and (not rest or rest[0] not in ("real", "int"))):
+        raise bad
+    return size
+
+
+def _density_functions(masked: str, blks: dict) -> set[str]:
+    """User functions whose body (or a user function it calls) evaluates a density."""
+    if "functions" not in blks:
+        return set()
+    _, f_open, f_end = blks["functions"]
+    bodies = _src.functions(masked, f_open + 1, f_end - 1)
+    out = {name for name, body in bodies.items() if _DENSITY.search(body)}
+    changed = True
+    while changed:
+        changed = False
+        for name, body in bodies.items():
+            if name not in out and any(re.search(rf"\b{f}\s*\(", body) for f in out):
+                out.add(name)
+                changed = True
     return out
 
 
 # --------------------------------------------------------------------------- the rewrite
-def add_mixis_flag(code: str, log_lik: str = "log_lik") -> str:
+def _rewrite(code: str, log_lik: str) -> str:
+    """One pure-Python pass: slice ``log_lik`` out of generated quantities, copy it."""
+    masked = _src.mask(code)
+    idents = set(_src.IDENT.findall(masked))
+    clash = sorted(set(_RESERVED) & idents)
+    if clash:
+        raise MixisProgramError(
+            f"the program already uses the name(s) {clash}; no rewrite needed if `mixis` is "
+            f"the mixture-IS data flag, else rename them")
+    try:
+        blks = _src.blocks(masked)
+        if "generated quantities" not in blks:
+            raise MixisProgramError(
+                f"the program has no generated quantities block computing {log_lik!r}; "
+                f"{_howto(log_lik)}")
+        _, g_open, g_end = blks["generated quantities"]
+        stmts = _src.parse(masked, g_open + 1, g_end - 1)
+    except _src.SourceError as err:
+        raise MixisProgramError(f"{err}; {_howto(log_lik)}") from None
+    top = [st for st in stmts if st.kind == "decl" and log_lik in st.declares]
+    if not top:
+        names = [n for st in stmts if st.kind == "decl" for n in st.declares]
+        raise MixisProgramError(
+            f"generated quantities declare no {log_lik!r} at their top level (they declare "
+            f"{names}; pass log_lik= to name the pointwise log-likelihood); {_howto(log_lik)}")
+    size = _size(_src.text_of(masked, top[0]), log_lik)
+    kept = _src.slice_statements(masked, stmts, log_lik)
+    pieces = [_src.text_of(masked, st) if st.kind in ("decl", "simple")
+              else masked[st.head[0]:st.head[1]] if st.head else "" for st in kept]
+    for piece in pieces:
+        if _RNG.search(piece):
+            raise MixisProgramError(
+                f"{log_lik!r} depends on random numbers (_rng) in generated quantities: "
+                f"`{' '.join(piece.split())}`; {_howto(log_lik)}")
+    text = " ".join(pieces)
+    users = _density_functions(masked, blks)
+    if not _DENSITY.search(text) and not any(re.search(rf"\b{f}\s*\(", text) for f in users):
+        raise MixisProgramError(
+            f"{log_lik!r} is not computed from *_lpmf / *_lpdf statements in generated "
+            f"quantities (directly, in a user function, or in closed form with log, "
+            f"log1p_exp, lgamma, ...); {_howto(log_lik)}")
+
+    # every name the copy declares is prefixed (no clash with model-block locals)
+    names = {n for st in kept for n in st.declares}
+    prefix = "mixis_"
+    while any(name.startswith(prefix) for name in idents):
+        prefix = "mixis" + prefix
+    local = "log_lik_local"
+    while local in idents:
+        local = prefix + local
+    rename = re.compile(r"(?<![\w.])(" + "|".join(sorted(map(re.escape, names))) + r")\b")
+    top_level = set(stmts)
+
+    def simple(st, text):
+        text = rename.sub(lambda m: prefix + m.group(1), text)
+        return _local_type(text) if st.kind == "decl" and st in top_level else text
+
+    # copied without comments (a comment inside a joined header would swallow code)
+    body = _src.emit(_src.mask(code, strings=False), masked, stmts, kept, 2, simple)
+    target = TARGET_LINE.replace("log_lik_local", local)
+    addition = "\n".join([
+        "  // mixture-IS proposal (Silva & Zanella 2023), written by loo_adapt: the pointwise",
+        f"  // log-likelihood of generated quantities ({log_lik}) and, with mixis = 1,",
+        "  // target += log_sum_exp(-log_lik) over all rows or the rows mixis_rows",
+        f"  vector[{size}] {local};",
+        "  if (mixis) {",
+        *body,
+        f"    {local} = to_vector({prefix}{log_lik});",
+        "  }",
+        f"  {target}",
+        "",
+    ])
+    edits = []  # (position, text), applied back to front
+    if "model" in blks:
+        edits.append((blks["model"][2] - 1, addition))
+    else:
+        edits.append((blks["generated quantities"][0], "model {\n" + addition + "}\n"))
+    flags = "".join(f"  {line}\n" for line in FLAG_LINES)
+    if "data" in blks:
+        edits.append((blks["data"][2] - 1, flags))
+    else:
+        at = blks["functions"][2] if "functions" in blks else 0
+        edits.append((at, "\ndata {\n" + flags + "}\n"))
+    out = code
+    for pos, text in sorted(edits, key=lambda e: e[0], reverse=True):
+        before = out[:pos]
+        if text.startswith("  ") and not before.endswith("\n"):
+            text = "\n" + text
+        out = before + text + out[pos:]
+    return out
+
+
+def add_mixis_flag(code: str, log_lik: str = "log_lik", *, use_stanc: bool | None = None,
+                   check: bool = True) -> str:
     """The program with the mixture-IS flag ``mixis`` written in.
+
+    The statements of generated quantities that ``log_lik`` depends on are sliced out --
+    out of loops, branches and local blocks, with the locals, running indices and loop
+    bounds they read; statements filling ``y_rep`` or other quantities stay behind -- and
+    copied to the end of the model block under ``if (mixis)``, every copied name prefixed.
+    Generated quantities are unchanged, and with ``mixis = 0`` the log density is the
+    original program's. The log-likelihood may be computed by user functions (including
+    user ``_lpdf`` / ``_lpmf`` functions built on ``_lupdf`` / ``_lupmf``), from transformed
+    data and transformed parameters, element-wise or in one vectorised assignment.
 
     Parameters
     ----------
     code : str
-        Stan program text whose generated quantities compute the pointwise log-likelihood
-        ``log_lik`` from ``*_lpmf`` / ``*_lpdf`` statements (in a loop, vectorised through
-        generated-quantity locals, or inside local blocks).
+        Stan program text.
     log_lik : str
-        Name of the generated quantity holding the pointwise log-likelihood.
+        Name of the generated quantity holding the pointwise log-likelihood (a vector or a
+        one-dimensional array).
+    use_stanc : bool or None
+        None: rewrite the text as written and, when that fails and a ``stanc`` is found
+        (:func:`loo_adapt.stan.stanc.find_stanc`), the program as ``stanc --print-canonical``
+        prints it. True: always rewrite the canonical text (an error without stanc). False:
+        never run stanc.
+    check : bool
+        Compile the rewritten program (stanc when found, else stanli's embedded stanc3) and
+        raise if it is not valid Stan.
 
     Returns
     -------
     str
-        The program with ``int<lower=0, upper=1> mixis;`` appended to the data block and, at
-        the end of the model block, a copy of the ``log_lik`` computation (generated-quantity
-        names prefixed ``mixis_``) followed by ``target += log_sum_exp(-log_lik)`` under
-        ``if (mixis)``. Generated quantities are unchanged, and with ``mixis = 0`` the log
-        density is the original program's.
+        The program with, at the end of the data block, ``FLAG_LINES``
+        (``int<lower=0, upper=1> mixis;``, ``int<lower=0> mixis_n_rows;``,
+        ``array[mixis_n_rows] int<lower=1> mixis_rows;``) and, at the end of the model
+        block, the copied computation of ``log_lik_local`` followed by ``TARGET_LINE``
+        (``target += log_sum_exp(-log_lik_local)``, over ``mixis_rows`` when
+        ``mixis_n_rows > 0``).
 
     Raises
     ------
     MixisProgramError
-        When the program already has ``mixis``, uses ``#include``, has no generated quantity
-        ``log_lik``, or computes it without a ``*_lpmf`` / ``*_lpdf`` call or with a ``_rng``
-        call; the message gives the two lines to add by hand.
+        When the program already uses the name ``mixis``, uses ``#include``, has no
+        top-level generated quantity ``log_lik``, computes it without a density
+        (``*_lpmf`` / ``*_lpdf``, directly or in a user function) or from random numbers
+        (``_rng``), or the rewrite does not compile (e.g. a data-only function argument
+        computed from parameters); the message gives the lines to add by hand. When the
+        compiler used for the check cannot compile the original program either, the rewrite
+        is returned unchecked with a warning.
 
     Examples
     --------
@@ -272,115 +285,60 @@ def add_mixis_flag(code: str, log_lik: str = "log_lik") -> str:
     ... model { y ~ normal(mu, 1); }
     ... generated quantities {
     ...   vector[N] log_lik;
-    ...   for (n in 1:N) log_lik[n] = normal_lpdf(y[n] | mu, 1);
+    ...   array[N] real y_rep;
+    ...   for (n in 1:N) {
+    ...     log_lik[n] = normal_lpdf(y[n] | mu, 1);
+    ...     y_rep[n] = normal_rng(mu, 1);
+    ...   }
     ... }'''
-    >>> flagged = add_mixis_flag(code)
+    >>> flagged = add_mixis_flag(code, check=False)
     >>> "int<lower=0, upper=1> mixis;" in flagged
     True
-    >>> "target += log_sum_exp(-to_vector(mixis_log_lik));" in flagged
+    >>> "    log_lik_local = to_vector(mixis_log_lik);" in flagged
     True
+    >>> flagged.count("normal_rng")
+    1
     """
     if re.search(r"^\s*#include", code, flags=re.M):
         raise MixisProgramError(f"the program uses #include; {_howto(log_lik)}")
-    masked = _mask(code)
-    idents = set(_IDENT.findall(masked))
-    if "mixis" in idents:
-        raise MixisProgramError("the program already uses the name `mixis`; no rewrite needed "
-                                "if it is the mixture-IS data flag")
-    blocks = _blocks(masked)
-    if "generated quantities" not in blocks:
-        raise MixisProgramError(
-            f"the program has no generated quantities block computing {log_lik!r}; "
-            f"{_howto(log_lik)}")
-    _, g_open, g_end = blocks["generated quantities"]
-    stmts = _statements(masked, g_open + 1, g_end - 1)
-    declared = {}
-    for k, (s, e) in enumerate(stmts):
-        name = _declared(masked[s:e])
-        if name:
-            declared[name] = k
-    if log_lik not in declared:
-        raise MixisProgramError(
-            f"generated quantities declare no {log_lik!r} at their top level; {_howto(log_lik)}")
+    stanc = _stanc.find_stanc() if use_stanc is not False else None
+    if use_stanc and stanc is None:
+        raise MixisProgramError("use_stanc=True but no stanc executable was found "
+                                "(see loo_adapt.stan.stanc.find_stanc)")
+    sources = [] if use_stanc else [code]
+    if stanc is not None:
+        sources.append(None)  # the canonical text, computed only if needed
+    first = None
+    for source in sources:
+        if source is None:
+            source = _stanc.canonical(code, stanc)
+            if source is None:
+                broken = _stanc.syntax_error(code, use_stanc=True)
+                raise first or MixisProgramError(f"stanc cannot read the program: {broken}")
+            if source == code and not use_stanc:
+                break
+        try:
+            out = _rewrite(source, log_lik)
+        except MixisProgramError as err:
+            first = first or err
+            continue
+        error = _stanc.syntax_error(out, use_stanc=use_stanc is not False) if check else None
+        if error is None:
+            return out
+        broken = _stanc.syntax_error(source, use_stanc=use_stanc is not False)
+        if broken is not None:
+            # the checker cannot compile the user's own program (a feature stanli lacks, an
+            # older stanc, or a broken program): it cannot judge the rewrite either
+            import warnings
 
-    # the statements computing log_lik, closed over the generated-quantity names they use
-    needed, moved = {log_lik}, set()
-    changed = True
-    while changed:
-        changed = False
-        for k, (s, e) in enumerate(stmts):
-            text = masked[s:e]
-            writes = _assigned(text) | ({declared_name} if (declared_name := _declared(text))
-                                        else set())
-            if k not in moved and writes & needed:
-                moved.add(k)
-                changed = True
-            if k in moved:
-                used = set(_IDENT.findall(text)) & set(declared)
-                if not used <= needed:
-                    needed |= used
-                    changed = True
-    spans = [stmts[k] for k in sorted(moved)]
-    moved_masked = " ".join(masked[s:e] for s, e in spans)
-    if "_rng" in moved_masked and re.search(r"\w+_rng\s*\(", moved_masked):
-        raise MixisProgramError(
-            f"{log_lik!r} is computed with random numbers (_rng) in generated quantities; "
-            f"{_howto(log_lik)}")
-    if not _DENSITY.search(moved_masked):
-        raise MixisProgramError(
-            f"{log_lik!r} is not computed from *_lpmf / *_lpdf statements in generated "
-            f"quantities; {_howto(log_lik)}")
-
-    for s, e in spans:
-        first = _IDENT.match(masked[s:e])
-        if first is not None and first.group() in _BLOCK_ONLY_TYPES:
-            raise MixisProgramError(
-                f"the log_lik computation declares a {first.group()} in generated quantities, "
-                f"which cannot be a model-block local; {_howto(log_lik)}")
-    # copy with every name the copy declares prefixed (no clash with model-block locals)
-    locals_ = set()
-    for s, e in spans:
-        locals_ |= _local_names(masked, s, e)
-    prefix = "mixis_"
-    while any(name.startswith(prefix) for name in idents):
-        prefix = "mixis" + prefix
-    rename = re.compile(r"(?<![\w.])(" + "|".join(sorted(map(re.escape, locals_))) + r")\b")
-    pieces = []
-    for s, e in spans:
-        line = code.rfind("\n", 0, s) + 1
-        start = line if not code[line:s].strip() else s
-        text = rename.sub(lambda m: prefix + m.group(1), code[start:e])
-        if _declared(masked[s:e]):  # a top-level declaration: locals take no constraints
-            text = _strip_constraints(text)
-        text = textwrap.dedent(text)
-        pieces.append(textwrap.indent(text.strip("\n"), "    "))
-    body = "\n".join(pieces)
-    addition = (
-        "  if (mixis) {\n"
-        "    // mixture-IS proposal (Silva & Zanella 2023), written by loo_adapt: the\n"
-        f"    // pointwise log-likelihood of generated quantities, then log_sum_exp(-{log_lik})\n"
-        f"{body}\n"
-        f"    target += log_sum_exp(-to_vector({prefix}{log_lik}));\n"
-        "  }\n"
-    )
-    edits = []  # (position, text), applied back to front
-    if "model" in blocks:
-        edits.append((blocks["model"][2] - 1, addition))
-    else:
-        edits.append((blocks["generated quantities"][0], "model {\n" + addition + "}\n"))
-    if "data" in blocks:
-        close = blocks["data"][2] - 1
-        edits.append((close, "  " + _FLAG_LINE + "\n"))
-    else:
-        at = blocks["functions"][2] if "functions" in blocks else 0
-        edits.append((at, "\ndata {\n  " + _FLAG_LINE + "\n}\n"))
-    out = code
-    for pos, text in sorted(edits, reverse=True):
-        before = out[:pos]
-        if text.startswith("  ") and not before.endswith("\n"):
-            text = "\n" + text
-        out = before + text + out[pos:]
-    return out
+            warnings.warn(
+                "the mixis-flagged program was not checked: the Stan compiler used for the "
+                f"check cannot compile the original program either ({broken.splitlines()[0]})",
+                UserWarning, stacklevel=2)
+            return out
+        first = first or MixisProgramError(
+            f"the rewritten program does not compile ({error}); {_howto(log_lik)}")
+    raise first
 
 
 def flagged_program_path(stan_file, log_lik: str = "log_lik"):

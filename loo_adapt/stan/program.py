@@ -78,6 +78,7 @@ def _combine_chains(parts: list[Draws]) -> Draws:
         log_q=cat([p.log_q for p in parts]), sample_stats=stats, source=source,
     )
 
+_NOT_PER_OBS = ("N", "mixis", "mixis_n_rows", "mixis_rows")
 _MIXIS_DECL = re.compile(r"\bint\s*<[^>]*>\s*mixis\s*;|\bint\s+mixis\s*;")
 
 
@@ -113,7 +114,8 @@ class StanProgram:
         alias) or the path of a ``.stan`` file. The program must write
         ``generated quantities { vector[N] log_lik; }``.
     data : dict or JSON file. For a program that declares ``int mixis;`` the flag defaults
-        to 0 (the posterior).
+        to 0 (the posterior), and, where the program declares them, ``mixis_n_rows`` to 0
+        and ``mixis_rows`` to an empty array (a mixture over every row).
     backend : "auto" (CmdStan if installed, else stanli, else PyStan) or one backend name.
     fit_kwargs : default keyword arguments of every fit (e.g. ``adapt_delta``).
     obs_dim_vars : names of the per-observation data entries (their leading axis is the
@@ -233,9 +235,10 @@ class StanProgram:
         if self.obs_dim_vars is not None:
             return dict(self.obs_dim_vars)
         n = self.n_obs
-        per_obs = {k: 0 for k, v in self.data.items() if k != "N" and _leading_dim(v) == n}
-        twins = sorted(k for k, v in self.data.items()
-                       if k != "N" and _is_size_scalar(v) and int(v) == n)
+        # the mixture-IS flags are never per-observation (mixis_rows may have N entries)
+        rest = {k: v for k, v in self.data.items() if k not in _NOT_PER_OBS}
+        per_obs = {k: 0 for k, v in rest.items() if _leading_dim(v) == n}
+        twins = sorted(k for k, v in rest.items() if _is_size_scalar(v) and int(v) == n)
         if twins and per_obs:
             raise ValueError(
                 f"cannot tell which data entries are per-observation: {twins} "
@@ -295,12 +298,12 @@ class StanProgram:
         >>> mix = prog.fit(mixis=True, chains=4, executor=client)  # doctest: +SKIP
         """
         if mixis and not self._declares_mixis:
+            from loo_adapt.stan.mixis_program import _howto
+
             raise ValueError(
-                f"mixis=True needs the program to declare the flag `int<lower=0, upper=1> "
-                f"mixis;` in its data block, and {self.stan_file.name} does not. Add it, and in "
-                "the model block compute the pointwise log-likelihood vector ll and add "
-                "`if (mixis) target += log_sum_exp(-ll);` (the Silva & Zanella mixture "
-                "proposal); the bundled programs show the pattern"
+                f"mixis=True needs the program to declare the mixture-IS flag in its data "
+                f"block, and {self.stan_file.name} does not: use program.with_mixis(), or "
+                f"{_howto(self.log_lik_name)}"
             )
         if executor is None and checkpoint is None and timeout is None and n_jobs is None:
             return _stan.fit(self.stan_file, self.data, mixis=mixis, seed=seed,
@@ -500,15 +503,16 @@ class StanProgram:
     def with_mixis(self) -> StanProgram:
         """This program with the mixture-IS data flag ``mixis`` (itself if it has one).
 
-        The flagged variant is written to the cache: generated quantities' ``log_lik``
-        computation (from ``*_lpmf`` / ``*_lpdf`` statements) is copied into the model block as
-        a local vector and ``if (mixis) target += log_sum_exp(-log_lik_local);`` added, see
-        `loo_adapt.stan.mixis_program.add_mixis_flag`.
+        The flagged variant is written to the cache: the statements of generated quantities
+        that ``log_lik`` depends on are copied into the model block as a local vector
+        ``log_lik_local``, and the data block gains ``mixis``, ``mixis_n_rows`` and
+        ``mixis_rows``, see `loo_adapt.stan.mixis_program.add_mixis_flag`.
 
         Returns
         -------
         StanProgram
-            Same data (plus ``mixis = 0``), backend and options.
+            Same data (plus ``mixis = 0``, ``mixis_n_rows = 0``, empty ``mixis_rows``: the
+            mixture over every row), backend and options.
 
         Raises
         ------
@@ -526,7 +530,8 @@ class StanProgram:
         from loo_adapt.stan.mixis_program import flagged_program_path
 
         path = flagged_program_path(self.stan_file, log_lik=self.log_lik_name)
-        data = dict(self.data)
+        data = {k: v for k, v in self.data.items()
+                 if k not in ("mixis", "mixis_n_rows", "mixis_rows")}
         data["mixis"] = 0
         return type(self)(path, data, backend=self.backend, fit_kwargs=self.fit_kwargs,
                           obs_dim_vars=self.obs_dim_vars, log_lik=self.log_lik_name)

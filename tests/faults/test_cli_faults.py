@@ -268,14 +268,16 @@ def test_repeated_warnings_collapsed(capsys):
 def test_fit_progress_labels(monkeypatch, tmp_path):
     """The fit bar says what runs: no "mixture (MixIS) fit" without --mixis."""
     shown = []
-    real = cli._Stages
+    from loo_adapt.cli import fit
+
+    real = fit._Stages
 
     class Recording(real):
         def close(self):
             shown.append(list(self.labels))
             super().close()
 
-    monkeypatch.setattr(cli, "_Stages", Recording)
+    monkeypatch.setattr(fit, "_Stages", Recording)
     X = np.random.default_rng(1).normal(size=(20, 2))
     y = (X[:, 0] > 0).astype(int)
     csv = tmp_path / "xy.csv"
@@ -329,7 +331,7 @@ def test_resume_and_scheduler_reach_the_refits(tmp_path, capsys, monkeypatch):
     rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit"))
     assert got["checkpoint"] == str(tmp_path / "rep" / cli.CHECKPOINT)
     # an address where no scheduler listens: one line naming the option
-    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 2)
+    monkeypatch.setattr(cli.evaluate, "SCHEDULER_TIMEOUT", 2)
     rc, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "rep", "--fallback", "refit",
                                          "--scheduler", "tcp://127.0.0.1:9"))
     assert rc == 1 and "--scheduler tcp://127.0.0.1:9: cannot connect" in _one_line(err)
@@ -408,3 +410,192 @@ def test_absurd_log_lik_is_a_clear_error_or_the_right_flagged_number():
     assert res.elpd_i[3] == pytest.approx(-1e300, rel=1e-12)
     assert not res.reliable[3] and res.pareto_k[3] > 1
     assert np.isfinite(res.elpd_i[np.arange(54) != 3]).all()
+
+
+# --------------------------------------------------------------------------- mismatches
+POISSON = Path(__file__).resolve().parents[1] / "data" / "poisson"
+RHS = DATA / "rhs_logistic"
+RHS_JSON = DATA / "rhs_logistic.data.json"
+MISMATCH = "the model and the data do not match"
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Fail the test if anything is estimated or sampled: mismatches are found first."""
+    from loo_adapt.stan.program import StanProgram
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("work started before the mismatch was found")
+
+    monkeypatch.setattr(loo_adapt, "loo", forbidden)
+    monkeypatch.setattr(StanProgram, "fit", forbidden)
+
+
+def _json(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("csv, data, model, words", [
+    # a family whose data the file is not (the rhs program's entries, no prior_sd)
+    (SAMPLE, RHS_JSON, "logistic", ["--model logistic reads prior_sd", "--data",
+                                    "looks like data for --model logistic-rhs"]),
+    (RHS / "sample", DATA_JSON, "logistic-rhs", ["--model logistic-rhs reads",
+                                                 "looks like data for --model logistic"]),
+    (SAMPLE, DATA_JSON, "relu", ["--model relu reads H", "scale_icept"]),
+    # data that fit the family, draws of another family
+    (RHS / "sample", RHS_JSON.with_name("logistic_normal.data.json"), "logistic",
+     ["--model logistic reads the parameter 'alpha'", "--names",
+      "like a fit of --model logistic-rhs"]),
+])
+def test_family_and_data_that_do_not_match(tmp_path, capsys, nothing_runs, csv, data, model,
+                                           words):
+    out = tmp_path / "rep"
+    rc, _, err = _run(capsys, "evaluate", csv, "--data", data, "--model", model, "--out", out,
+                      "-q")
+    line = _one_line(err)
+    assert rc == 1 and line.startswith(f"loo-adapt evaluate: error: {MISMATCH}: "), line
+    for word in words:
+        assert word in line, line
+    assert not out.exists()
+
+
+def test_data_with_another_number_of_observations(tmp_path, capsys, nothing_runs):
+    data = json.loads(DATA_JSON.read_text())
+    fewer = {**data, "N": 50, "X": data["X"][:50], "y": data["y"][:50]}
+    path = _json(tmp_path, "fewer.json", fewer)
+    for extra in (["--model", "logistic"], ["--program", DATA / "logistic_normal.stan"]):
+        rc, _, err = _run(capsys, "evaluate", SAMPLE, "--data", path, "--out",
+                          tmp_path / "rep", "-q", *extra)
+        line = _one_line(err)
+        assert rc == 1 and MISMATCH in line, line
+        assert "--data" in line and "N = 50" in line and "54 columns" in line, line
+
+
+def test_program_data_block_checked_before_sampling(tmp_path, capsys, nothing_runs):
+    """--program's declared data entries missing from --data, a program of other
+    parameters, a program writing no log_lik: refused from the source, before any fit."""
+    program = POISSON / "poisson.stan"
+    data = json.loads((POISSON / "poisson.data.json").read_text())
+    no_x = _json(tmp_path, "no_x.json", {k: v for k, v in data.items() if k != "x"})
+    rc, _, err = _run(capsys, "evaluate", SAMPLE, "--program", program, "--data", no_x,
+                      "--out", tmp_path / "rep", "-q")
+    line = _one_line(err)
+    assert rc == 1 and MISMATCH in line and "--program" in line and "--data" in line
+    assert "declares the data entries x" in line
+    # the logistic draws and data given with the Poisson program: its data are not there
+    rc, _, err = _run(capsys, "evaluate", SAMPLE, "--program", program, "--data", DATA_JSON,
+                      "--out", tmp_path / "rep", "-q")
+    line = _one_line(err)
+    assert rc == 1 and MISMATCH in line and "K, x, count" in line
+    # the Poisson program with data that fit it, but the draws of another program
+    fake = _json(tmp_path, "fake.json", {**data, "N": 54, "x": [[0, 0]] * 54,
+                                         "count": [0] * 54})
+    rc, _, err = _run(capsys, "evaluate", SAMPLE, "--program", program, "--data", fake,
+                      "--out", tmp_path / "rep", "-q")
+    line = _one_line(err)
+    assert rc == 1 and MISMATCH in line and "has the parameters a, b" in line
+    assert "alpha, beta, log_lik" in line
+    # a program writing no log_lik
+    src = program.read_text().replace("log_lik", "loglik")
+    other = tmp_path / "other.stan"
+    other.write_text(src.replace("real a;", "real alpha;\n  vector[2] beta;\n  real a;")
+                     .replace("vector[K] b;", "real b;"))
+    rc, _, err = _run(capsys, "evaluate", SAMPLE, "--program", other, "--data", fake,
+                      "--out", tmp_path / "rep", "-q")
+    assert rc == 1
+
+
+def test_program_and_model_need_data(tmp_path, capsys, nothing_runs):
+    for option, value in (("--program", POISSON / "poisson.stan"), ("--model", "logistic")):
+        rc, _, err = _run(capsys, "evaluate", SAMPLE, option, value, "--out", tmp_path / "r",
+                          "-q")
+        line = _one_line(err)
+        assert rc == 1 and f"{option} needs --data DATA.json" in line
+    rc, _, err = _run(capsys, "evaluate", SAMPLE, "--fallback", "refit", "--out",
+                      tmp_path / "r", "-q")
+    line = _one_line(err)
+    assert rc == 1 and "--fallback refit needs the Stan program" in line
+    assert "--program FILE.stan --data DATA.json" in line
+
+
+def test_library_identity_error_is_said_as_a_mismatch(tmp_path, capsys, monkeypatch):
+    """The library's program <-> fit identity check (ProgramMismatchError, a ValueError)
+    ends the command with "the model and the data do not match" and exit code 1."""
+    try:
+        from loo_adapt.stan.identity import ProgramMismatchError
+    except ImportError:
+        class ProgramMismatchError(ValueError):
+            pass
+
+    def refuse(**kwargs):
+        raise ProgramMismatchError("log_lik at observation 3 differs from the fit's")
+
+    monkeypatch.setattr(loo_adapt, "loo", refuse)
+    rc, _, err = _run(capsys, "evaluate", SAMPLE, "--out", tmp_path / "rep", "-q")
+    line = _one_line(err)
+    assert rc == 1
+    assert line == (f"loo-adapt evaluate: error: {MISMATCH}: log_lik at observation 3 "
+                    "differs from the fit's")
+
+
+def test_library_messages_name_options_not_python(tmp_path, capsys):
+    """A CSV that does not say which method wrote it: the message names no Python
+    argument ("pass method=" is a Python call's advice)."""
+    bad = tmp_path / "nomethod.csv"
+    bad.write_text("a,b,log_lik.1\n0.1,0.2,-1\n0.3,0.1,-2\n")
+    rc, _, err = _run(capsys, "evaluate", bad, "--out", tmp_path / "rep", "-q")
+    line = _one_line(err)
+    assert rc == 1 and "nomethod.csv" in line and "method=" not in line, line
+    assert cli.cli_message("pass khat_threshold= in (0, 1] or refit_kwargs['max_refits']") \
+        == "pass --threshold in (0, 1] or --max-refits"
+    assert cli.cli_message("use loo(..., program=loo_adapt.StanProgram(stan_file, data))") \
+        == "use --program FILE.stan --data DATA.json"
+    assert cli.cli_message("or loo(..., model=model, estimator='mixis')") == \
+        "or --model FAMILY, --method mixis"
+
+
+def test_quiet_silences_cmdstanpy_set_up_inside_the_command(tmp_path, capsys, monkeypatch):
+    """cmdstanpy sets its logger up on first use, inside the command (level DEBUG and a
+    stream handler at INFO): -q still prints none of its INFO lines, --verbose does."""
+    import logging
+    import sys
+
+    def like_cmdstanpy(**kwargs):
+        logger = logging.getLogger("cmdstanpy")
+        logger.setLevel(logging.DEBUG)  # what cmdstanpy's get_logger() does
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setLevel(logging.INFO)
+        logger.addHandler(handler)
+        try:
+            logger.info("Chain [1] start processing")
+            logger.warning("a warning stays")
+        finally:
+            logger.removeHandler(handler)
+        raise MemoryError()
+
+    monkeypatch.setattr(loo_adapt, "loo", like_cmdstanpy)
+    _, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "a"))
+    assert "start processing" not in err and "a warning stays" in err
+    _, _, err = _run(capsys, *_evaluate(SAMPLE, tmp_path / "b", "--verbose"))
+    assert "Chain [1] start processing" in err
+
+
+def test_refits_need_to_know_the_per_observation_entries(tmp_path, capsys, nothing_runs):
+    """A scalar equal to N makes the per-observation entries ambiguous: said before any
+    fit, with the option that settles it (--obs-vars), which then lets the run start."""
+    data = json.loads((POISSON / "poisson.data.json").read_text())
+    path = _json(tmp_path, "twin.json", {**data, "M": data["N"]})
+    csv = tmp_path / "poisson.csv"  # any CSV with the program's parameters and 30 columns
+    names = ["lp__", "a", "b.1", "b.2"] + [f"log_lik.{i}" for i in range(1, 31)]
+    csv.write_text("# method = sample\n" + ",".join(names) + "\n"
+                   + "\n".join(",".join(["-1.0"] * len(names)) for _ in range(4)) + "\n")
+    args = ["evaluate", csv, "--program", POISSON / "poisson.stan", "--data", path,
+            "--out", tmp_path / "rep", "-q", "--backend", "stanli"]
+    rc, _, err = _run(capsys, *args)
+    line = _one_line(err)
+    assert rc == 1 and "['M'] equals N = 30" in line and "--obs-vars NAME..." in line
+    assert "obs_dim_vars" not in line
+    rc, _, err = _run(capsys, *args, "--obs-vars", "x", "count")
+    assert "work started before the mismatch was found" in _one_line(err)

@@ -118,8 +118,10 @@ def test_loo_refuses_a_wrong_program_before_estimating_anything(monkeypatch):
 
 def test_kfold_refuses_a_program_that_is_not_the_fits():
     """k-fold given the full-data fit (its Draws) refits only the identity-checked program."""
+    from loo_adapt.kfold import kfold
+
     data = _data("logistic_normal")
     data["prior_sd"] = data["prior_sd"] * 2
     with pytest.raises(ProgramMismatchError, match="log density does not match"):
-        loo_adapt.kfold(_program("logistic_normal", data), K=2,
+        kfold(_program("logistic_normal", data), K=2,
                         log_lik=_draws("logistic_normal", "sample"), progress=False)

@@ -15,7 +15,7 @@ from loo_adapt.estimators.mixis import mixis_loo
 from loo_adapt.models import LogisticRegression, Normal, RegularizedHorseshoe, ReLUNet
 from loo_adapt.stan import backends as stan
 from loo_adapt.stan.log_density import StanLogDensity
-from loo_adapt.stan.mixis_program import MixisProgramError, add_mixis_flag
+from loo_adapt.stan.mixis_program import TARGET_LINE, MixisProgramError, add_mixis_flag
 from loo_adapt.stan.program import StanProgram
 
 pytest.importorskip("stanli")
@@ -170,7 +170,7 @@ def _data(kind, rng):
 def _density(path, data, mixis=None):
     data = dict(data)
     if mixis is not None:
-        data["mixis"] = mixis
+        data.update(mixis=mixis, mixis_n_rows=0, mixis_rows=[])
     return StanLogDensity.from_stan(path, stan._jsonable(data))
 
 
@@ -243,7 +243,8 @@ def test_with_mixis_refuses_with_the_two_lines_to_add(tmp_path, gq, match):
         add_mixis_flag(code)
     message = str(err.value)
     assert "`int<lower=0, upper=1> mixis;`" in message
-    assert "`if (mixis) target += log_sum_exp(-log_lik_local);`" in message
+    assert f"`{TARGET_LINE}`" in message
+    assert "`array[mixis_n_rows] int<lower=1> mixis_rows;`" in message
 
 
 def test_add_mixis_flag_creates_a_missing_data_block(tmp_path):
