@@ -241,17 +241,16 @@ def pareto_k_ids(result, threshold: float | None = None, *, before: bool = False
     try:
         res = _pointwise(result)
     except TypeError:
-        from loo_adapt.evaluation.arviz import khat_from_elpd_data
-
-        try:
-            k = khat_from_elpd_data(result)
-            good = getattr(result, "good_k", None)
-            if good is None and hasattr(result, "index") and "good_k" in result.index:
-                good = result["good_k"]
-        except (ValueError, TypeError, AttributeError):
-            k, good = np.asarray(result, dtype=float).ravel(), None
+        index = getattr(result, "index", None)
+        if index is not None and not callable(index) and "pareto_k" in index:  # arviz 0.x
+            k, good = result["pareto_k"], result["good_k"] if "good_k" in index else None
+        elif getattr(result, "pareto_k", None) is not None:  # arviz 1.x
+            k, good = result.pareto_k, getattr(result, "good_k", None)
+        else:
+            k, good = result, None
+        k = np.asarray(getattr(k, "values", k), dtype=float).ravel()
         thr = float(threshold if threshold is not None else (0.7 if good is None else good))
-        return np.flatnonzero(np.asarray(k, dtype=float) > thr)
+        return np.flatnonzero(k > thr)
     thr = float(res.good_k if threshold is None else threshold)
     k = np.asarray(res.pareto_k, dtype=float) if before else reported_khat(res)
     return np.flatnonzero(k > thr)
