@@ -1,11 +1,14 @@
 """Diagnostic and classification plots (matplotlib).  Every function returns the Axes.
 
-* :func:`plot_khat` - Pareto k-hat per observation before (black) and after adaptation
-  (coloured by the estimator), threshold line, minimum per observation labelled.
+* :func:`plot_khat` - Pareto k-hat per observation, each row drawn by the estimator that
+  produced it (PSIS, adapted: before -> after, MixIS / refit: no k-hat), threshold line,
+  the k-hat in use labelled where it matters.
 * :func:`plot_khat_candidates` - the paper's Fig. 2 / S.2: every tried transform and step size.
-* :func:`plot_roc`, :func:`plot_pr` - several fits on one axis (the paper's Fig. 3).
-* :func:`plot_khat_hist`, :func:`plot_calibration` (bin counts, binomial bands).
-* :func:`plot_loo_pit` - ECDF of LOO-PIT values minus the uniform CDF, with a band.
+* :func:`plot_khat_hist` - PSIS's k-hat, and the k-hat in use when rows were adapted.
+* :func:`plot_roc`, :func:`plot_pr`, :func:`plot_calibration`, :func:`plot_loo_pit` - from
+  `plots_classification` (the paper's Fig. 3, reliability diagram, LOO-PIT).
+
+Legends sit outside the data (`plot_layout.legend_outside`); every figure has a title.
 
 Thresholds come from the number of draws S (min(1 - 1/log10 S, 0.7), as arviz and R loo);
 value labels are placed so that they do not overlap (crowded ones are left out).
@@ -16,13 +19,25 @@ MM1 red); the remaining estimators get the next tableau colours.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-import matplotlib.pyplot as plt
 import numpy as np
 
-from loo_adapt.evaluation import metrics
-from loo_adapt.result import ESTIMATORS, PointwiseLoo
+from loo_adapt.evaluation.plot_layout import (  # noqa: F401 (re-exported helpers)
+    VALUE_FMT,
+    _as_pointwise,
+    _get_ax,
+    _place_labels,
+    _renderer,
+    _thin_ticklabels,
+    _wrap,
+    legend_outside,
+)
+from loo_adapt.evaluation.plots_classification import (
+    plot_calibration,
+    plot_loo_pit,
+    plot_pr,
+    plot_roc,
+)
+from loo_adapt.result import ESTIMATORS
 
 __all__ = [
     "TRANSFORM_COLORS",
@@ -65,8 +80,7 @@ TRANSFORM_LABELS = {
 }
 _EXTRA_COLORS = ("tab:olive", "tab:cyan", "gold", "navy", "teal", "maroon")
 
-#: Format of the numbers (AUROC, AP, ECE, k-hat minima) written into legends and labels.
-VALUE_FMT = "{:.3f}"
+#: Format of the k-hat values written into legends and labels (VALUE_FMT: AUROC, AP, ECE).
 KHAT_FMT = "{:.2f}"
 
 
@@ -103,13 +117,6 @@ def _ordered(names) -> list[str]:
     return known + sorted(n for n in names if n not in ESTIMATORS)
 
 
-def _get_ax(ax, figsize=(7.0, 4.0)):
-    """The given Axes, or one on a new figure whose layout makes room for outside legends."""
-    if ax is None:
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
-
-
 def _threshold_for(n_samples) -> float:
     return float(min(1.0 - 1.0 / np.log10(n_samples), 0.7))
 
@@ -126,81 +133,7 @@ def _resolve_threshold(threshold, from_result, n_samples) -> float:
     return 0.7
 
 
-#: offsets (points) tried in turn for a value label; a label that fits none is left out
-_OFFSETS = ((4, -10), (4, 3), (-22, -10), (-22, 3), (4, 12), (4, -19), (-22, 12), (-22, -19))
-
-
-def _renderer(fig):
-    """Draw the figure and return its renderer (a canvas-less Figure gets an Agg canvas)."""
-    if not hasattr(fig.canvas, "get_renderer"):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-        FigureCanvasAgg(fig)
-    fig.canvas.draw()
-    return fig.canvas.get_renderer()
-
-
-def _place_labels(ax, xs, ys, texts, *, colors=None, fontsize=7, offsets=_OFFSETS,
-                  priority=None) -> int:
-    """Annotate points with texts that overlap neither each other nor the tick labels.
-
-    Labels are placed in order of ``priority`` (largest first) at the first offset whose
-    bounding box is free and inside the axes; the rest are left out.  Returns how many were
-    left out.
-    """
-    n = len(texts)
-    if n == 0:
-        return 0
-    renderer = _renderer(ax.figure)
-    axbox = ax.get_window_extent(renderer)
-    taken = [t.get_window_extent(renderer) for t in ax.texts]
-    order = range(n) if priority is None else np.argsort(-np.asarray(priority), kind="stable")
-    skipped = 0
-    for j in order:
-        color = None if colors is None else colors[j]
-        placed = False
-        for off in offsets:
-            ann = ax.annotate(texts[j], (xs[j], ys[j]), xytext=off, textcoords="offset points",
-                              fontsize=fontsize, color=color)
-            box = ann.get_window_extent(renderer)
-            inside = (box.x0 >= axbox.x0 and box.x1 <= axbox.x1 and box.y0 >= axbox.y0
-                      and box.y1 <= axbox.y1)
-            if inside and not any(box.overlaps(b) for b in taken):
-                taken.append(box)
-                placed = True
-                break
-            ann.remove()
-        skipped += not placed
-    return skipped
-
-
-def _thin_ticklabels(ax, labels, rotation=90):
-    """Set x tick labels, keeping every k-th one so that none overlap."""
-    ticks = np.arange(len(labels))
-    ax.set_xticks(ticks)
-    ax.set_xticklabels(labels, rotation=rotation)
-    renderer = _renderer(ax.figure)
-    step = 1
-    while step < len(labels):
-        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()[::step]]
-        if not any(a.overlaps(b) for a, b in zip(boxes[:-1], boxes[1:])):
-            break
-        step += 1
-    if step > 1:
-        ax.set_xticks(ticks[::step])
-        ax.set_xticklabels(list(labels)[::step], rotation=rotation)
-
-
 # --------------------------------------------------------------------------- k-hat inputs
-def _as_pointwise(obj) -> PointwiseLoo | None:
-    if isinstance(obj, PointwiseLoo):
-        return obj
-    inner = getattr(obj, "loo_adapt", None)
-    if isinstance(inner, PointwiseLoo):
-        return inner
-    return None
-
-
 def _khat_input(obj):
     """(khat, after, method, threshold) from a PointwiseLoo, arviz ELPDData or an array.
 
@@ -249,51 +182,6 @@ def _check_len(name, arr, n):
 NO_KHAT = ("mixis", "refit")
 #: At most this many value labels in a k-hat plot (the highest k-hat first).
 MAX_LABELS = 12
-
-
-def legend_outside(ax, *, where: str = "right", fontsize: float = 8, extra=(), **kws):
-    """A legend outside the axes (right of it or below it), so it hides no data.
-
-    Parameters
-    ----------
-    ax : matplotlib Axes.
-    where : "right" or "below".
-    fontsize : legend type size.
-    extra : more legend handles (artists not drawn in the axes, e.g. a note).
-    **kws : passed to ``ax.legend``.
-
-    Returns
-    -------
-    matplotlib Legend or None (nothing labelled)
-
-    Examples
-    --------
-    >>> ax = plt.subplots()[1]
-    >>> _ = ax.plot([0, 1], label="a")
-    >>> bool(legend_outside(ax).get_bbox_to_anchor().x0 > ax.bbox.x1)
-    True
-    """
-    handles, labels = ax.get_legend_handles_labels()
-    handles = list(handles) + list(extra)
-    labels = list(labels) + [h.get_label() for h in extra]
-    if not handles:
-        return None
-    if where == "below":  # below the tick labels and the x label, whatever the axes' size
-        from matplotlib.transforms import offset_copy
-
-        below = offset_copy(ax.transAxes, fig=ax.figure, y=-38, units="points")
-        kws = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "bbox_transform": below,
-               "ncol": 1, **kws}
-    else:
-        kws = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), **kws}
-    return ax.legend(handles, labels, fontsize=fontsize, borderaxespad=0.0, frameon=False,
-                     **kws)
-
-
-def _wrap(text: str, width: int = 44) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(str(text), width)) or str(text)
 
 
 def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=None,
@@ -574,263 +462,4 @@ def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None, n_samp
     ax.set_title(r"Pareto $\hat{k}$ of PSIS" + (" and after adaptation" if used is not None
                                                 else ""), fontsize=10)
     legend_outside(ax, extra=extra)
-    return ax
-
-
-# --------------------------------------------------------------------------- classification
-def _prob_items(y, probs):
-    """(y, [(label, p), ...]) from a dict of arrays / PointwiseLoo or a single array."""
-    if isinstance(probs, Mapping):
-        items = list(probs.items())
-    else:
-        items = [("model", probs)]
-    if not items:
-        raise ValueError("probs is empty")
-    out = []
-    for label, p in items:
-        res = _as_pointwise(p)
-        if res is not None:
-            if y is None:
-                y = res.y
-            p = res.loo_prob
-        out.append((str(label), np.asarray(p, dtype=float)))
-    if y is None:
-        raise ValueError("y is required (no PointwiseLoo with y was given)")
-    return np.asarray(y), out
-
-
-def _curves(items, curve):
-    """[(labels, p, x, y)]: fits whose curves coincide are drawn once, under all their names."""
-    out = []
-    for label, p in items:
-        x, y = curve(p)
-        for group in out:
-            if group[2].shape == x.shape and np.array_equal(group[2], x) and np.array_equal(
-                    group[3], y):
-                group[0].append(label)
-                break
-        else:
-            out.append(([label], p, x, y))
-    return out
-
-
-def _curve_label(labels, value: str) -> str:
-    if len(labels) == 1:
-        return _wrap(f"{labels[0]} ({value})")
-    return _wrap(f"{' and '.join(labels)}: identical curves ({value})")
-
-
-def plot_roc(y, probs, *, ax=None, diagonal: bool = True, legend: bool = True,
-             title: str | None = "LOO ROC curve"):
-    """ROC curves of several fits on one axis, AUROC (Eq. 8) in the legend.
-
-    Parameters
-    ----------
-    y : (n,) 0/1 outcomes.
-    probs : dict label -> LOO probabilities (array or PointwiseLoo), or one array.
-    ax : matplotlib Axes to draw on (a new figure when None).
-    diagonal : draw the chance line; legend : draw the legend (below the axes).
-    title : axes title (None for none).
-
-    Returns
-    -------
-    matplotlib Axes
-        Fits whose curves coincide (the same ranking of the observations) are drawn once,
-        with one legend entry naming them all, so no line hides under another.
-
-    Examples
-    --------
-    >>> ax = plot_roc(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8]))
-    >>> ax.lines[0].get_xdata().tolist(), ax.lines[0].get_ydata().tolist()
-    ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
-    """
-    y, items = _prob_items(y, probs)
-    ax = _get_ax(ax, figsize=(5.0, 6.0))
-    for labels, p, fpr, tpr in _curves(items, lambda p: metrics.roc_curve(y, p)[:2]):
-        auc = metrics.auroc(y, p)
-        ax.plot(fpr, tpr, lw=1.5, label=_curve_label(labels, f"AUROC = {VALUE_FMT.format(auc)}"))
-    if diagonal:
-        ax.plot([0, 1], [0, 1], ls=":", color="gray", lw=1, label="chance (random ranking)")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.01)
-    ax.set_aspect("equal")
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
-    if title:
-        ax.set_title(title, fontsize=10)
-    if legend:
-        legend_outside(ax, where="below")
-    return ax
-
-
-def plot_pr(y, probs, *, ax=None, prevalence: bool = True, legend: bool = True,
-            title: str | None = "LOO precision-recall"):
-    """Precision-recall curves (step-wise) of several fits, average precision in the legend.
-
-    The dotted horizontal line is the prevalence, the precision of a random ranking.
-
-    Parameters
-    ----------
-    y, probs, ax, legend, title : as in `plot_roc`.
-    prevalence : draw (and label) the prevalence line.
-
-    Returns
-    -------
-    matplotlib Axes
-
-    Examples
-    --------
-    >>> ax = plot_pr(np.array([0, 0, 1, 1]), {"psis": np.array([0.1, 0.4, 0.35, 0.8])})
-    >>> ax.get_legend().get_texts()[0].get_text()
-    'psis (AP = 0.833)'
-    """
-    y, items = _prob_items(y, probs)
-    ax = _get_ax(ax, figsize=(5.0, 6.0))
-    for labels, p, recall, precision in _curves(
-            items, lambda p: metrics.precision_recall_curve(y, p)[1::-1]):
-        ap = metrics.average_precision(y, p)
-        ax.plot(recall, precision, drawstyle="steps-post", lw=1.5,
-                label=_curve_label(labels, f"AP = {VALUE_FMT.format(ap)}"))
-    if prevalence:
-        prev = float(np.mean(y))
-        ax.axhline(prev, ls=":", color="gray", lw=1,
-                   label=f"prevalence {VALUE_FMT.format(prev)} (random ranking)")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.01)
-    ax.set_xlabel("recall")
-    ax.set_ylabel("precision")
-    if title:
-        ax.set_title(title, fontsize=10)
-    if legend:
-        legend_outside(ax, where="below")
-    return ax
-
-
-def plot_calibration(y, probs, n_bins: int = 10, *, strategy: str = "uniform", ax=None,
-                     diagonal: bool = True, legend: bool = True, band: float | None = 0.95,
-                     counts: bool = True,
-                     title: str | None = "Calibration of the LOO probabilities"):
-    """Reliability diagram: observed frequency vs mean predicted probability per bin.
-
-    Parameters
-    ----------
-    y : binary outcomes (or None when ``probs`` holds PointwiseLoo results with ``y``).
-    probs : dict label -> LOO probabilities (array or PointwiseLoo), or one array.
-    n_bins, strategy : bins as ``sklearn.calibration.calibration_curve``.
-    band : central probability of the binomial band drawn at every bin: where the observed
-        frequency of a perfectly calibrated model with that bin's count and mean predicted
-        probability falls (vertical bars in the fit's colour); None for none.
-    counts : write the number of observations next to every bin's marker (left out where
-        labels would overlap).
-    title : axes title (None for none); legend : a legend below the axes.
-
-    Returns
-    -------
-    matplotlib Axes
-        The expected calibration error of each fit is in the legend.
-
-    Examples
-    --------
-    >>> y = np.array([0, 1, 1, 0, 1, 0, 1, 1])
-    >>> p = np.array([0.2, 0.7, 0.8, 0.3, 0.6, 0.4, 0.9, 0.7])
-    >>> ax = plot_calibration(y, p, n_bins=2)
-    >>> sorted(t.get_text() for t in ax.texts)
-    ['n=3', 'n=5']
-    """
-    from scipy.stats import binom
-
-    y, items = _prob_items(y, probs)
-    ax = _get_ax(ax, figsize=(5.0, 6.0))
-    lab_x, lab_y, lab_t, lab_c = [], [], [], []
-    for label, p in items:
-        prob_true, prob_pred, n_bin = metrics.calibration_curve(y, p, n_bins, strategy,
-                                                                return_counts=True)
-        ece = metrics.expected_calibration_error(y, p, n_bins, strategy)
-        (line,) = ax.plot(prob_pred, prob_true, marker="o", ms=4, lw=1.2,
-                          label=_wrap(f"{label} (ECE = {VALUE_FMT.format(ece)})"))
-        color = line.get_color()
-        if band is not None:
-            a = (1.0 - float(band)) / 2.0
-            lo = binom.ppf(a, n_bin, prob_pred) / n_bin
-            hi = binom.ppf(1.0 - a, n_bin, prob_pred) / n_bin
-            ax.vlines(prob_pred, lo, hi, colors=color, lw=4, alpha=0.25, zorder=1)
-        lab_x += list(prob_pred)
-        lab_y += list(prob_true)
-        lab_t += [f"n={int(c)}" for c in n_bin]
-        lab_c += [color] * len(n_bin)
-    if diagonal:
-        ax.plot([0, 1], [0, 1], ls=":", color="gray", lw=1, label="perfect calibration")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_aspect("equal")
-    ax.set_xlabel("mean predicted probability")
-    ax.set_ylabel("observed frequency")
-    if title:
-        ax.set_title(title, fontsize=10)
-    if legend:
-        from matplotlib.lines import Line2D
-
-        extra = [] if band is None else [Line2D(
-            [], [], color="gray", lw=4, alpha=0.25,
-            label=f"{band:.0%} binomial band of a calibrated model")]
-        legend_outside(ax, where="below", extra=extra)
-    if counts:
-        _place_labels(ax, lab_x, lab_y, lab_t, colors=lab_c, fontsize=6,
-                      priority=[int(t[2:]) for t in lab_t])
-    return ax
-
-
-# --------------------------------------------------------------------------- LOO-PIT
-def plot_loo_pit(pit, *, ax=None, band: float = 0.95, color="tab:blue", label=None):
-    """ECDF of LOO-PIT values minus the uniform CDF, with a pointwise binomial band.
-
-    For a calibrated model the LOO-PIT values are uniform on [0, 1] (continuous outcomes;
-    randomised PIT for discrete ones), so n ECDF(u) ~ Binomial(n, u) at every u: the grey
-    band holds that central probability ``band``.  An S shape below zero then above means
-    an over-dispersed predictive, the reverse under-dispersion; a hump a shifted one.
-
-    Parameters
-    ----------
-    pit : `loo_adapt.expectations.LooPit` or an array of PIT values (NaN rows are left out
-        and counted in the title).
-    band : central probability of the band.
-
-    Returns
-    -------
-    matplotlib Axes
-
-    Examples
-    --------
-    >>> ax = plot_loo_pit(np.linspace(0.05, 0.95, 19))
-    >>> ax.get_xlabel()
-    'LOO-PIT'
-    """
-    from scipy.stats import binom
-
-    values = np.asarray(getattr(pit, "pit", pit), dtype=float).ravel()
-    finite = np.isfinite(values)
-    if not finite.any():
-        raise ValueError("no finite LOO-PIT values to plot")
-    if np.any((values[finite] < 0) | (values[finite] > 1)):
-        raise ValueError("LOO-PIT values must lie in [0, 1]")
-    u = np.sort(values[finite])
-    n = u.size
-    grid = np.linspace(0.0, 1.0, 201)
-    ecdf = np.searchsorted(u, grid, side="right") / n
-    a = (1.0 - float(band)) / 2.0
-    ax = _get_ax(ax, figsize=(5.0, 4.5))
-    ax.fill_between(grid, binom.ppf(a, n, grid) / n - grid, binom.ppf(1 - a, n, grid) / n - grid,
-                    color="0.85", step="post", label=f"{band:.0%} band (uniform)")
-    ax.step(grid, ecdf - grid, where="post", color=color, lw=1.5,
-            label=label or f"LOO-PIT ECDF - uniform (n={n})")
-    ax.axhline(0.0, color="gray", lw=0.8, ls=":")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("LOO-PIT")
-    ax.set_ylabel("ECDF difference")
-    missing = int((~finite).sum())
-    title = "LOO-PIT: ECDF minus the uniform CDF"
-    if missing:
-        title += f"\n({missing} observations without weights on the posterior draws left out)"
-    ax.set_title(title, fontsize=9)
-    legend_outside(ax, where="below")
     return ax
