@@ -85,3 +85,37 @@ def test_failed_comparisons_read_as_failing(seed):
         assert abs(float(a) - v) <= 0.5 * 10.0 ** -len(a.split(".")[1]) + 1e-15
     assert comparison("k-hat", 0.6731, ">", 0.6699) == "k-hat 0.673 > 0.670"
     assert comparison("k-hat", float("inf"), ">", 0.7) == "k-hat inf > 0.70"
+
+
+def _refit_heldout(rows, seed):  # module level: the fold pool pickles it
+    rng = np.random.default_rng(seed)
+    return np.log(0.3) + rng.normal(0.0, 0.01, (400, len(rows)))
+
+
+@pytest.mark.arviz1
+def test_kfold_prints_and_stores_r_loo_names_and_compares():
+    """A k-fold result prints elpd_kfold / p_kfold / kfoldic (R loo's print.kfold), stores
+    them, and az.compare (either arviz line) still ranks it against a PSIS-LOO result."""
+    import warnings
+
+    import arviz as az
+
+    from loo_adapt import kfold
+
+    ll = np.log(0.35) + np.random.default_rng(1).normal(0.0, 0.05, (2, 200, 20))
+    cv = kfold(refit_fn=_refit_heldout, K=5, log_lik=ll, n_obs=20, progress=False, n_jobs=1,
+               check_convergence=False)
+    text = str(cv)
+    est = cv.loo_adapt.estimates()
+    assert text.startswith("Based on 5-fold cross-validation.")
+    for name, key in (("elpd_kfold", "elpd_loo"), ("p_kfold", "p_loo"), ("kfoldic", "looic")):
+        assert f"\n{name} " in text and cv[name] == pytest.approx(est[key])
+    # the oracle: lpd - elpd from the draws themselves (p_kfold = lpd - elpd_kfold)
+    held = np.mean(np.log(0.3) + np.zeros(20))
+    assert cv["elpd_kfold"] == pytest.approx(20 * held, abs=0.01)
+    assert "elpd_loo" not in text and "Pareto" not in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        table = az.compare({"kfold": cv, "loo": loo_adapt.loo(ll)})
+    assert list(table.index) == ["loo", "kfold"]  # held-out density 0.3 < 0.35
