@@ -17,6 +17,8 @@ Public verbs (in the style of R loo and ArviZ):
   rows nothing verified; `loo_score(result, y, y_rep)`: CRPS / SCRPS (R loo's ``loo_crps``,
   arviz's ``loo_score``) with each row's own draws and weights.
 - `save_report(result, dir)`, `plot_khat(result)`.
+- `pareto_k_table(result)`, `pareto_k_ids(result)`, `mcse_loo(result)`: R loo's diagnostics,
+  for every row whatever estimator produced it.
 
 Sub-packages, each loaded on first use: `core` (numpy in, numpy out), `estimators`,
 `transforms`, `models`, `stan`, `io`, `evaluation` (`metrics`, `plots`, `report`, `arviz`),
@@ -47,6 +49,9 @@ _LAZY = {
     "compare": ("loo_adapt.compare", "compare"),
     "loo_score": ("loo_adapt.score", "loo_score"),
     "load_ovarian": ("loo_adapt.datasets", "load_ovarian"),
+    "pareto_k_table": ("loo_adapt.evaluation.diagnostics", "pareto_k_table"),
+    "pareto_k_ids": ("loo_adapt.evaluation.diagnostics", "pareto_k_ids"),
+    "mcse_loo": ("loo_adapt.evaluation.diagnostics", "mcse_loo"),
 }
 
 #: public sub-module name -> module path

@@ -443,7 +443,7 @@ def kfold(
         y=np.asarray(y, dtype=float) if binary else None, diagnostic=ess, reliable=reliable,
         verified_by=np.where(reliable, "refit", "").astype(object),
     )
-    out = to_elpd_data(result, scale=scale)
+    out = to_elpd_data(result, scale=scale, n_folds=n_folds)
     out.kfold = {"folds": fold_of, "fold_status": fold_status, "fold_reason": fold_reason,
                  "seconds": seconds}
     return out

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from loo_adapt.core._names import add_deprecated_aliases
+from loo_adapt.core.fmt import comparison
 
 #: Names used in ``PointwiseLoo.method`` for the estimator that produced an observation.
 ESTIMATORS = ("psis", "kl", "var", "ll", "mm1", "mm2", "mm", "mixis", "mixis+psis", "refit")
@@ -135,7 +136,7 @@ class PointwiseLoo:
             self.verified_by = np.where(self.reliable, "khat", "").astype(object)
         if self.reason is None:
             self.reason = np.array(
-                ["" if ok else f"k-hat {k:.2f} > {self.good_k:.2f}"
+                ["" if ok else comparison("k-hat", k, ">", self.good_k)
                  for ok, k in zip(self.reliable, np.asarray(self.pareto_k_after, dtype=float))],
                 dtype=object)
         self.method = np.asarray(self.method, dtype=object)

@@ -18,6 +18,7 @@ VERB_MODULES = (
     "loo_adapt.evaluation.metrics", "loo_adapt.evaluation.plots", "loo_adapt.evaluation.report",
     "loo_adapt.evaluation.arviz", "loo_adapt.io", "loo_adapt.io.readers", "loo_adapt.kfold",
     "loo_adapt.subsample", "loo_adapt.expectations", "loo_adapt.compare", "loo_adapt.score",
+    "loo_adapt.evaluation.diagnostics", "loo_adapt.core.fmt",
 )
 #: array-only modules whose Examples are cheap enough to run here
 DOCTEST_MODULES = (
@@ -25,6 +26,7 @@ DOCTEST_MODULES = (
     "loo_adapt.evaluation.metrics", "loo_adapt.io.columns", "loo_adapt.io.arrays",
     "loo_adapt.result", "loo_adapt.models.relu", "loo_adapt.subsample",
     "loo_adapt.estimators.base", "loo_adapt.compare", "loo_adapt.score",
+    "loo_adapt.evaluation.diagnostics", "loo_adapt.core.fmt",
 )
 
 

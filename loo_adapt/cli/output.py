@@ -178,11 +178,7 @@ def next_step(res, *, program: bool, model: bool, mixis_draws: bool) -> str:
 def _print_result(args, res, out_dir, files, extra="", advice=""):
     if args.quiet:
         return
-    print(res)
-    if np.isin(np.asarray(res.loo_adapt.method).astype(str), ("mixis", "refit")).any():
-        print("(arviz's k table above leaves out the observations estimated by MixIS or "
-              "refits, which have no k-hat; the table below shows k-hat before and after.)")
-    print()
+    # the summary starts with what print(res) shows (R loo's layout, every row in the k table)
     summary = res.summary()
     if advice:
         summary = _ADVICE_LINE.sub("", summary).rstrip("\n")

@@ -35,6 +35,7 @@ from scipy.special import expit
 
 from loo_adapt.core import psis
 from loo_adapt.core._vmath import exp_clamped
+from loo_adapt.core.fmt import comparison
 from loo_adapt.core.psis import psislw
 from loo_adapt.estimators.base import Estimate, RowDraws, frozen
 from loo_adapt.result import PointwiseLoo
@@ -765,8 +766,8 @@ def select_candidate(i, names, rhos, cand, selection, halves, r_eff, threshold, 
         mcse=float(value[3]), method="+".join(chosen), cols=cols,
         rho=float(np.exp(np.mean(np.log(finite)))) if finite else np.nan,
         reliable=ok, verified_by="khat" if ok else "",
-        reason="" if ok else (f"{what}k-hat {value[2]:.2f} > {threshold:.2f} for every "
-                              "transform tried"),
+        reason="" if ok else (comparison(f"{what}k-hat", value[2], ">", threshold)
+                              + " for every transform tried"),
     )
 
 

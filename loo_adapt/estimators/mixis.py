@@ -39,6 +39,7 @@ from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core.bernoulli import bernoulli_log_p1
 from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import ess_mean
+from loo_adapt.core.fmt import comparison
 
 __all__ = [
     "MixISResult",
@@ -459,7 +460,7 @@ class MixIS:
         ok = (mcse <= self.max_mcse) & enough & ~far
         reason = np.array([
             str(fw) if fw else "" if good else (
-                f"MixIS MCSE {m:.2f} > {self.max_mcse:.2f}" if e else
+                comparison("MixIS MCSE", m, ">", self.max_mcse) if e else
                 f"MixIS draws too few: ({est.n_samples} draws, ESS {s:.0f}; "
                 f"need {MIN_DRAWS} and {MIN_ESS:.0f})")
             for good, m, e, s, fw in zip(ok, mcse, enough, est.ess_mcse[rows], far_why)],

@@ -16,6 +16,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from loo_adapt.core._names import add_deprecated_aliases
+from loo_adapt.core.fmt import comparison
 from loo_adapt.core.psis import mcse_elpd, pareto_k_threshold, psislw
 
 __all__ = ["MomentMatchResult", "moment_match_loo"]
@@ -340,7 +341,7 @@ class MomentMatch:
             elif not mm.improved[i]:
                 reason.append("moment matching: no step lowered k-hat")
             elif not k[j] <= ctx.threshold:
-                reason.append(f"moment matching: k-hat {k[j]:.2f} above {ctx.threshold:.2f}")
+                reason.append(comparison("moment matching: k-hat", k[j], "above", ctx.threshold))
             else:
                 reason.append("moment matching: estimate not certified (above lpd or above "
                               "PSIS beyond its Monte Carlo error)")

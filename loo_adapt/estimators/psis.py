@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loo_adapt.core import psis as _psis
 from loo_adapt.core.bernoulli import loo_prob_from_log_lik
+from loo_adapt.core.fmt import comparison
 from loo_adapt.estimators.base import Context, Estimate, psis_of_draws
 from loo_adapt.result import PointwiseLoo
 
@@ -24,6 +26,9 @@ def initial_result(base, *, khat_threshold=None, y=None, loo_prob=None,
     k-hat is at most the threshold."""
     threshold = float(base.good_k if khat_threshold is None else khat_threshold)
     origin = "mcmc" if draws is None else str(draws.method)
+    # ESS of the PSIS weights per row (R loo's psis_n_eff), the Min. ESS of the k table
+    ess = (None if getattr(base, "log_weights", None) is None
+           else _psis.psis_n_eff(base.log_weights, base.r_eff))
     return PointwiseLoo(
         elpd_i=base.elpd_i.copy(), p_loo_i=base.p_loo_i.copy(), lpd_i=base.lpd_i.copy(),
         mcse_elpd_i=base.mcse_elpd_i.copy(), pareto_k=base.pareto_k.copy(),
@@ -31,7 +36,7 @@ def initial_result(base, *, khat_threshold=None, y=None, loo_prob=None,
         reliable=base.pareto_k <= threshold,
         y=None if y is None else np.asarray(y, dtype=float).copy(),
         loo_prob=None if loo_prob is None else np.asarray(loo_prob, dtype=float).copy(),
-        draws_method=origin, pareto_k_pq=float(base.pareto_k_pq),
+        draws_method=origin, pareto_k_pq=float(base.pareto_k_pq), diagnostic=ess,
     )
 
 
@@ -51,9 +56,11 @@ class PSIS:
             prob = loo_prob_from_log_lik(ctx.log_lik[:, rows], base.log_weights[:, rows],
                                          ctx.y[rows])
         reason = np.array([
-            "" if good else f"k-hat {kk:.2f} > {ctx.threshold:.2f}"
+            "" if good else comparison("k-hat", kk, ">", ctx.threshold)
             for good, kk in zip(ok, k)], dtype=object)
         return Estimate.make(
             "psis", rows, base.elpd_loo[rows], base.mcse_elpd_loo[rows], ok,
             pareto_k=k, loo_prob=prob, verified_by=np.where(ok, "khat", ""), reason=reason,
+            diagnostic=_psis.psis_n_eff(base.log_weights[:, rows],
+                                        np.broadcast_to(base.r_eff, base.khat.shape)[rows]),
         )

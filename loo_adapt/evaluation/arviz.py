@@ -204,18 +204,26 @@ def _default_layout(result: PointwiseLoo, var_name: str = "log_lik") -> ObsLayou
 
 
 # --------------------------------------------------------------------------- classes
-def _footer_no_khat(result: PointwiseLoo | None, pareto_k) -> str:
-    """A line naming the rows the k table leaves out (no Pareto k: MixIS, refits)."""
-    if result is None or pareto_k is None:
-        return ""
-    k = np.asarray(pareto_k, dtype=float).ravel()
-    missing = ~np.isfinite(k)
-    if not missing.any():
-        return ""
-    names, counts = np.unique(result.method[missing].astype(str), return_counts=True)
-    by = ", ".join(f"{c} by {m}" for m, c in zip(names, counts))
-    return (f"\n{int(missing.sum())} of {k.size} observations have no Pareto k ({by}) and are "
-            "not in the table above; .summary() shows their own diagnostics.")
+#: R loo's names of a k-fold result (stored beside arviz's own on the ELPDData)
+KFOLD_NAMES = ("elpd_kfold", "se_elpd_kfold", "p_kfold", "se_p_kfold", "kfoldic", "se_kfoldic")
+
+
+def _kfold_values(result: PointwiseLoo, factor: float) -> dict:
+    est = result.estimates()
+    return {"elpd_kfold": factor * est["elpd_loo"],
+            "se_elpd_kfold": abs(factor) * est["se_elpd_loo"],
+            "p_kfold": est["p_loo"], "se_p_kfold": est["se_p_loo"],
+            "kfoldic": est["looic"], "se_kfoldic": est["se_looic"]}
+
+
+def _text(self, scale: str, n_folds) -> str | None:
+    """R loo's printed layout for our result (`diagnostics.format_loo`), else None."""
+    from loo_adapt.evaluation.diagnostics import format_loo
+
+    if self.loo_adapt is None:
+        return None
+    kind = "kfold" if n_folds is not None else "loo"
+    return format_loo(self.loo_adapt, scale, kind=kind, n_folds=n_folds)
 
 
 def _summary(self, scale: str, elpd_i) -> str:
@@ -252,8 +260,9 @@ if _MAJOR == 0:
             return LooAdaptELPDData
 
         def __str__(self):
-            pk = self["pareto_k"] if "pareto_k" in self.index else None
-            return super().__str__() + _footer_no_khat(self.loo_adapt, pk)
+            n_folds = int(self["n_folds"]) if "n_folds" in self.index else None
+            text = _text(self, self["scale"], n_folds)
+            return super().__str__() if text is None else text
 
         def __repr__(self):
             return self.__str__()
@@ -279,9 +288,25 @@ else:
         """arviz 1.x ELPDDataLOO that also carries the loo_adapt pointwise result."""
 
         loo_adapt: PointwiseLoo | None = None
+        n_folds: int | None = None
+        elpd_kfold: float | None = None
+        se_elpd_kfold: float | None = None
+        p_kfold: float | None = None
+        se_p_kfold: float | None = None
+        kfoldic: float | None = None
+        se_kfoldic: float | None = None
 
-        def _footer(self):
-            return super()._footer() + _footer_no_khat(self.loo_adapt, self.pareto_k)
+        def __str__(self):
+            text = _text(self, self.scale, self.n_folds)
+            if text is None:
+                return super().__str__()
+            if self.approx_posterior:  # as arviz 1.x's own header says it
+                head, _, rest = text.partition("\n")
+                text = f"{head}\nPosterior approximation correction used.\n{rest}"
+            return text
+
+        def __repr__(self):
+            return self.__str__()
 
         def copy(self):
             """A deep copy that keeps ``.loo_adapt`` (arviz 1.x's own class has none)."""
@@ -311,10 +336,9 @@ def elpd_data_class() -> type:
 # --------------------------------------------------------------------------- builder
 def _reported_khat(result: PointwiseLoo) -> np.ndarray:
     """k-hat of the estimator actually used (NaN for MixIS and refits, which have none)."""
-    no_khat = np.isin(result.method.astype(str), ("mixis", "refit"))
-    return np.where(no_khat, np.nan,
-                    np.where(np.isnan(result.pareto_k_after), result.pareto_k,
-                             result.pareto_k_after))
+    from loo_adapt.evaluation.diagnostics import reported_khat
+
+    return reported_khat(result)
 
 
 def _nan_rows_note(result: PointwiseLoo, cols: np.ndarray) -> str:
@@ -357,6 +381,7 @@ def to_elpd_data(
     layout: ObsLayout | None = None,
     log_weights: np.ndarray | None = None,
     approx_posterior: bool = False,
+    n_folds: int | None = None,
 ):
     """Wrap a `PointwiseLoo` as the installed arviz's ELPDData.
 
@@ -371,6 +396,11 @@ def to_elpd_data(
         estimators become NaN).
     approx_posterior : the draws came from an approximation corrected by p/q (arviz 1.x
         ``approx_posterior``).
+    n_folds : K of a k-fold result (`loo_adapt.kfold`): it prints as R loo's ``print.kfold``
+        and also stores R loo's ``elpd_kfold``, ``se_elpd_kfold``, ``p_kfold``,
+        ``se_p_kfold``, ``kfoldic``, ``se_kfoldic`` (arviz 0.x: extra entries of the Series;
+        1.x: attributes) beside arviz's own ``elpd_loo`` / ``elpd``, which ``az.compare``
+        reads.
 
     Returns
     -------
@@ -408,6 +438,10 @@ def to_elpd_data(
         if not pointwise:
             data = data[:6] + data[8:]
             index = index[:6] + index[8:]
+        if n_folds is not None:
+            extra = _kfold_values(result, factor)
+            data = data + [int(n_folds)] + list(extra.values())
+            index = index + ["n_folds"] + list(extra)
         out = LooAdaptELPDData(data=data, index=index)
         out.loo_adapt = result
         out.log_weights = lw if pointwise else None
@@ -422,6 +456,8 @@ def to_elpd_data(
         log_weights=lw if pointwise else None,
         approx_posterior=bool(approx_posterior),
         loo_adapt=result,
+        **({} if n_folds is None else {"n_folds": int(n_folds),
+                                       **_kfold_values(result, factor)}),
     )
 
 

@@ -1,11 +1,14 @@
 """Diagnostic and classification plots (matplotlib).  Every function returns the Axes.
 
-* :func:`plot_khat` - Pareto k-hat per observation before (black) and after adaptation
-  (coloured by the estimator), threshold line, minimum per observation labelled.
+* :func:`plot_khat` - Pareto k-hat per observation, each row drawn by the estimator that
+  produced it (PSIS, adapted: before -> after, MixIS / refit: no k-hat), threshold line,
+  the k-hat in use labelled where it matters.
 * :func:`plot_khat_candidates` - the paper's Fig. 2 / S.2: every tried transform and step size.
-* :func:`plot_roc`, :func:`plot_pr` - several fits on one axis (the paper's Fig. 3).
-* :func:`plot_khat_hist`, :func:`plot_calibration` (bin counts, binomial bands).
-* :func:`plot_loo_pit` - ECDF of LOO-PIT values minus the uniform CDF, with a band.
+* :func:`plot_khat_hist` - PSIS's k-hat, and the k-hat in use when rows were adapted.
+* :func:`plot_roc`, :func:`plot_pr`, :func:`plot_calibration`, :func:`plot_loo_pit` - from
+  `plots_classification` (the paper's Fig. 3, reliability diagram, LOO-PIT).
+
+Legends sit outside the data (`plot_layout.legend_outside`); every figure has a title.
 
 Thresholds come from the number of draws S (min(1 - 1/log10 S, 0.7), as arviz and R loo);
 value labels are placed so that they do not overlap (crowded ones are left out).
@@ -16,19 +19,32 @@ MM1 red); the remaining estimators get the next tableau colours.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-import matplotlib.pyplot as plt
 import numpy as np
 
-from loo_adapt.evaluation import metrics
-from loo_adapt.result import ESTIMATORS, PointwiseLoo
+from loo_adapt.evaluation.plot_layout import (  # noqa: F401 (re-exported helpers)
+    VALUE_FMT,
+    _as_pointwise,
+    _get_ax,
+    _place_labels,
+    _renderer,
+    _thin_ticklabels,
+    _wrap,
+    legend_outside,
+)
+from loo_adapt.evaluation.plots_classification import (
+    plot_calibration,
+    plot_loo_pit,
+    plot_pr,
+    plot_roc,
+)
+from loo_adapt.result import ESTIMATORS
 
 __all__ = [
     "TRANSFORM_COLORS",
     "TRANSFORM_LABELS",
     "VALUE_FMT",
     "transform_color",
+    "legend_outside",
     "plot_khat",
     "plot_khat_candidates",
     "plot_khat_hist",
@@ -64,8 +80,7 @@ TRANSFORM_LABELS = {
 }
 _EXTRA_COLORS = ("tab:olive", "tab:cyan", "gold", "navy", "teal", "maroon")
 
-#: Format of the numbers (AUROC, AP, ECE, k-hat minima) written into legends and labels.
-VALUE_FMT = "{:.3f}"
+#: Format of the k-hat values written into legends and labels (VALUE_FMT: AUROC, AP, ECE).
 KHAT_FMT = "{:.2f}"
 
 
@@ -102,12 +117,6 @@ def _ordered(names) -> list[str]:
     return known + sorted(n for n in names if n not in ESTIMATORS)
 
 
-def _get_ax(ax, figsize=(7.0, 4.0)):
-    if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
-    return ax
-
-
 def _threshold_for(n_samples) -> float:
     return float(min(1.0 - 1.0 / np.log10(n_samples), 0.7))
 
@@ -124,81 +133,7 @@ def _resolve_threshold(threshold, from_result, n_samples) -> float:
     return 0.7
 
 
-#: offsets (points) tried in turn for a value label; a label that fits none is left out
-_OFFSETS = ((4, -10), (4, 3), (-22, -10), (-22, 3), (4, 12), (4, -19), (-22, 12), (-22, -19))
-
-
-def _renderer(fig):
-    """Draw the figure and return its renderer (a canvas-less Figure gets an Agg canvas)."""
-    if not hasattr(fig.canvas, "get_renderer"):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-        FigureCanvasAgg(fig)
-    fig.canvas.draw()
-    return fig.canvas.get_renderer()
-
-
-def _place_labels(ax, xs, ys, texts, *, colors=None, fontsize=7, offsets=_OFFSETS,
-                  priority=None) -> int:
-    """Annotate points with texts that overlap neither each other nor the tick labels.
-
-    Labels are placed in order of ``priority`` (largest first) at the first offset whose
-    bounding box is free and inside the axes; the rest are left out.  Returns how many were
-    left out.
-    """
-    n = len(texts)
-    if n == 0:
-        return 0
-    renderer = _renderer(ax.figure)
-    axbox = ax.get_window_extent(renderer)
-    taken = [t.get_window_extent(renderer) for t in ax.texts]
-    order = range(n) if priority is None else np.argsort(-np.asarray(priority), kind="stable")
-    skipped = 0
-    for j in order:
-        color = None if colors is None else colors[j]
-        placed = False
-        for off in offsets:
-            ann = ax.annotate(texts[j], (xs[j], ys[j]), xytext=off, textcoords="offset points",
-                              fontsize=fontsize, color=color)
-            box = ann.get_window_extent(renderer)
-            inside = (box.x0 >= axbox.x0 and box.x1 <= axbox.x1 and box.y0 >= axbox.y0
-                      and box.y1 <= axbox.y1)
-            if inside and not any(box.overlaps(b) for b in taken):
-                taken.append(box)
-                placed = True
-                break
-            ann.remove()
-        skipped += not placed
-    return skipped
-
-
-def _thin_ticklabels(ax, labels, rotation=90):
-    """Set x tick labels, keeping every k-th one so that none overlap."""
-    ticks = np.arange(len(labels))
-    ax.set_xticks(ticks)
-    ax.set_xticklabels(labels, rotation=rotation)
-    renderer = _renderer(ax.figure)
-    step = 1
-    while step < len(labels):
-        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()[::step]]
-        if not any(a.overlaps(b) for a, b in zip(boxes[:-1], boxes[1:])):
-            break
-        step += 1
-    if step > 1:
-        ax.set_xticks(ticks[::step])
-        ax.set_xticklabels(list(labels)[::step], rotation=rotation)
-
-
 # --------------------------------------------------------------------------- k-hat inputs
-def _as_pointwise(obj) -> PointwiseLoo | None:
-    if isinstance(obj, PointwiseLoo):
-        return obj
-    inner = getattr(obj, "loo_adapt", None)
-    if isinstance(inner, PointwiseLoo):
-        return inner
-    return None
-
-
 def _khat_input(obj):
     """(khat, after, method, threshold) from a PointwiseLoo, arviz ELPDData or an array.
 
@@ -243,10 +178,16 @@ def _check_len(name, arr, n):
 
 
 # --------------------------------------------------------------------------- plot_khat
+#: Estimators whose rows have no k-hat of their own (their check is an MCSE / a refit).
+NO_KHAT = ("mixis", "refit")
+#: At most this many value labels in a k-hat plot (the highest k-hat first).
+MAX_LABELS = 12
+
+
 def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=None,
               label_min: bool = True, legend: bool = True, markersize: float = 18.0,
-              n_samples=None, **scatter_kws):
-    """Pareto k-hat per observation, before (black) and after adaptation (by estimator).
+              n_samples=None, title: bool = True, **scatter_kws):
+    """Pareto k-hat per observation, each row drawn by the estimator that produced it.
 
     Parameters
     ----------
@@ -257,9 +198,14 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
         a PointwiseLoo when not given.
     threshold : horizontal line; defaults to the result's threshold (arviz ``good_k``),
         else min(1 - 1/log10 S, 0.7) from ``n_samples``, else 0.7.
-    label_min : write the smallest k-hat reached next to every observation that was above
-        the threshold or was adapted (highest first; labels that would overlap are left out).
+    label_min : write the k-hat in use next to the rows that matter: those still above the
+        threshold and the adapted ones (highest first, at most `MAX_LABELS`; labels that
+        would overlap are left out).  Rows estimated by MixIS or refits are not labelled:
+        their PSIS k-hat is not what their estimate rests on.
+    legend : a legend right of the axes.
     n_samples : number of posterior draws S, for the threshold of a bare k-hat array.
+    title : a title saying what is drawn ("before and after adaptation" only when a row was
+        adapted).
 
     Returns
     -------
@@ -271,8 +217,10 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
     >>> round(ax.lines[0].get_ydata()[0], 2)
     0.67
 
-    Observations finished by refits or MixIS have no k-hat after adaptation: they are shown
-    as hollow rings of their colour around the black dot.
+    Rows estimated by PSIS are black dots.  An adapted row is a grey dot at its PSIS k-hat
+    joined to a dot coloured by its transform at the k-hat after adaptation.  Rows estimated
+    by MixIS or refits have no k-hat: they are drawn as crosses in their estimator's colour
+    at the PSIS k-hat that sent them there, labelled as such.
     """
     khat, after0, method0, thr0 = _khat_input(result_or_khat)
     n = khat.size
@@ -282,46 +230,55 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
     _check_len("method", method, n)
     if after is not None and method is None:
         method = np.where(np.isfinite(after) & (after != khat), "adapted", "psis").astype(object)
-    if method is not None and after is None:
-        after = np.full(n, np.nan)
+    if method is None:
+        method = np.full(n, "psis", dtype=object)
+    if after is None:
+        after = np.where(method == "psis", khat, np.nan)
+    method = method.astype(str)
     thr = _resolve_threshold(threshold, thr0, n_samples)
 
     ax = _get_ax(ax)
     x = np.arange(n)
-    ax.scatter(x, khat, s=markersize, c="black", label="PSIS (before)", zorder=2,
-               **scatter_kws)
-    final = khat.copy()
-    if method is not None:
-        for name in _ordered(m for m in method if m != "psis"):
-            sel = method == name
-            finite = sel & np.isfinite(after)
-            color = transform_color(name)
-            if finite.any():
-                ax.scatter(x[finite], after[finite], s=markersize, color=color, zorder=3,
-                           label=f"{_label(name)} (n={int(sel.sum())})", **scatter_kws)
-            missing = sel & ~np.isfinite(after)
-            if missing.any():
-                ax.scatter(x[missing], khat[missing], s=markersize * 4, facecolors="none",
-                           edgecolors=color, zorder=3,
-                           label=f"{_label(name)} (n={int(missing.sum())}, no k-hat)")
-        adapted = (method != "psis") & np.isfinite(after)
-        final[adapted] = np.minimum(khat[adapted], after[adapted])
-        if adapted.any():
-            # Thin connectors make the before -> after pairs readable when n is large.
-            ax.vlines(x[adapted], khat[adapted], after[adapted], colors="0.7", lw=0.8,
-                      zorder=1)
-        show = (khat > thr) | (method != "psis")
-    else:
-        show = khat > thr
+    no_khat = np.isin(method, NO_KHAT) | ((method != "psis") & ~np.isfinite(after))
+    adapted = (method != "psis") & ~no_khat
+    psis = method == "psis"
+    if psis.any():
+        ax.scatter(x[psis], khat[psis], s=markersize, c="black", zorder=2,
+                   label=f"PSIS (n={int(psis.sum())})", **scatter_kws)
+    if adapted.any():
+        ax.scatter(x[adapted], khat[adapted], s=markersize, c="0.65", zorder=2,
+                   label="PSIS before adaptation", **scatter_kws)
+        ax.vlines(x[adapted], khat[adapted], after[adapted], colors="0.7", lw=0.8, zorder=1)
+    for name in _ordered(method[adapted]):
+        sel = adapted & (method == name)
+        ax.scatter(x[sel], after[sel], s=markersize, color=transform_color(name), zorder=3,
+                   label=f"{_label(name)}, after (n={int(sel.sum())})", **scatter_kws)
+    for name in _ordered(method[no_khat]):
+        sel = no_khat & (method == name)
+        ax.scatter(x[sel], khat[sel], s=markersize * 1.6, marker="x",
+                   color=transform_color(name), zorder=3, linewidths=1.2,
+                   label=_wrap(f"{_label(name)} (n={int(sel.sum())}): no k-hat; "
+                               "PSIS k-hat shown", 30))
     ax.axhline(thr, ls="--", color="gray", lw=1, label=f"threshold {KHAT_FMT.format(thr)}")
     ax.set_xlabel("observation")
     ax.set_ylabel(r"Pareto $\hat{k}$")
-    if label_min:
-        idx = np.flatnonzero(show & np.isfinite(final))
-        _place_labels(ax, x[idx], final[idx], [KHAT_FMT.format(v) for v in final[idx]],
-                      priority=khat[idx])
+    if title:
+        if adapted.any():
+            text = r"Pareto $\hat{k}$ before and after adaptation"
+        elif no_khat.any():
+            names = ", ".join(_label(m) for m in _ordered(method[no_khat]))
+            text = rf"Pareto $\hat{{k}}$ of PSIS (rows from {names} have no $\hat{{k}}$)"
+        else:
+            text = r"Pareto $\hat{k}$ of PSIS"
+        ax.set_title(text, fontsize=10)
     if legend:
-        ax.legend(fontsize=8, loc="best")
+        legend_outside(ax)
+    if label_min:
+        used = np.where(adapted, after, np.where(no_khat, np.nan, khat))
+        idx = np.flatnonzero(((used > thr) | adapted) & np.isfinite(used))
+        idx = idx[np.argsort(-khat[idx], kind="stable")][:MAX_LABELS]
+        _place_labels(ax, x[idx], used[idx], [KHAT_FMT.format(v) for v in used[idx]],
+                      priority=khat[idx])
     return ax
 
 
@@ -348,7 +305,8 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
 
     Each observation with candidates gets one x position (tick label = observation index);
     transforms are dodged horizontally and coloured as in the paper; the step size rho sets
-    the marker area (log scale).  The minimum per (observation, transform) is labelled.
+    the marker area (log scale).  The smallest k-hat per observation is labelled, in the
+    colour of the transform that reached it.
 
     Examples
     --------
@@ -415,29 +373,34 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
             continue
         ax.scatter(pos[sel] + dodge[t], kc[sel], s=sizes[sel], color=transform_color(name),
                    alpha=0.8, zorder=2, label=_label(name))
-        for i in np.unique(obs_i[sel]):
-            s = sel & (obs_i == i)
-            j = np.flatnonzero(s)[np.argmin(kc[s])]
-            lab_x.append(pos[j] + dodge[t])
-            lab_y.append(kc[j])
-            lab_t.append(KHAT_FMT.format(kc[j]))
-            lab_c.append(transform_color(name))
+    # one label per observation: the smallest k-hat any transform reached, in its colour
+    for i in np.unique(obs_i):
+        s = (obs_i == i) & np.isfinite(kc) & np.isin(names, transforms)
+        if not s.any():
+            continue
+        j = np.flatnonzero(s)[np.argmin(kc[s])]
+        lab_x.append(pos[j] + dodge[transforms.index(names[j])])
+        lab_y.append(kc[j])
+        lab_t.append(KHAT_FMT.format(kc[j]))
+        lab_c.append(transform_color(names[j]))
     ax.axhline(thr, ls="--", color="gray", lw=1, label=f"threshold {KHAT_FMT.format(thr)}")
+    ax.set_title(r"Pareto $\hat{k}$ of every tried transform and step size"
+                 + (" (held-out draws)" if use_holdout else ""), fontsize=10)
     ax.set_xlim(-0.6, obs.size - 0.4)
     ax.set_xlabel("observation")
     ax.set_ylabel(r"Pareto $\hat{k}$ (held-out draws)" if use_holdout else r"Pareto $\hat{k}$")
     _thin_ticklabels(ax, [str(i) for i in obs], rotation=90 if obs.size > 15 else 0)
+    if legend:
+        legend_outside(ax)
     if label_min:
         _place_labels(ax, lab_x, lab_y, lab_t, colors=lab_c,
                       priority=-np.asarray(lab_y, dtype=float))
-    if legend:
-        ax.legend(fontsize=8, loc="best")
     return ax
 
 
 # --------------------------------------------------------------------------- histogram
 def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None, n_samples=None):
-    """Histogram of k-hat (before adaptation, grey) and, when known, after (blue outline).
+    """Histogram of plain PSIS's k-hat (grey) and, where rows were adapted, of the k-hat used.
 
     Parameters
     ----------
@@ -451,6 +414,10 @@ def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None, n_samp
     -------
     matplotlib Axes
 
+    The "k-hat used" outline is drawn only when some row was adapted (its k-hat after
+    adaptation replaces PSIS's); rows estimated by MixIS or refits have no k-hat and are
+    counted in the legend instead of an empty histogram.
+
     Examples
     --------
     >>> ax = plot_khat_hist(np.array([0.1, 0.8, 0.3]), n_samples=1000)
@@ -460,240 +427,39 @@ def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None, n_samp
     before, after0, method, thr0 = _khat_input(khat)
     after = after0 if after is None else np.asarray(after, dtype=float).ravel()
     _check_len("after", after, before.size)
-    if method is not None and not np.any(method != "psis"):
-        after = None  # nothing adapted: the "after" histogram would duplicate "before"
+    used = None
+    no_khat = np.zeros(before.size, dtype=bool)
+    if method is not None:
+        method = np.asarray(method).astype(str)
+        no_khat = np.isin(method, NO_KHAT)
+        if after is not None:
+            no_khat |= (method != "psis") & ~np.isfinite(after)
+            if np.any((method != "psis") & ~no_khat):  # something was adapted
+                used = np.where(method == "psis", before, after)[~no_khat]
+    elif after is not None and np.any(np.isfinite(after) & (after != before)):
+        used = after[np.isfinite(after)]
     thr = _resolve_threshold(threshold, thr0, n_samples)
     vals = before[np.isfinite(before)]
-    if after is not None:
-        vals = np.r_[vals, after[np.isfinite(after)]]
+    if used is not None:
+        vals = np.r_[vals, used[np.isfinite(used)]]
     edges = np.histogram_bin_edges(np.r_[vals, thr], bins=bins)
-    ax = _get_ax(ax)
-    ax.hist(before[np.isfinite(before)], bins=edges, color="0.6", label="before adaptation")
-    if after is not None:
-        ax.hist(after[np.isfinite(after)], bins=edges, histtype="step", lw=1.5,
-                color="tab:blue", label="after adaptation")
+    ax = _get_ax(ax, figsize=(6.0, 4.0))
+    ax.hist(before[np.isfinite(before)], bins=edges, color="0.6",
+            label="PSIS" if used is None else "PSIS, before adaptation")
+    if used is not None:
+        ax.hist(used[np.isfinite(used)], bins=edges, histtype="step", lw=1.5,
+                color="tab:blue", label="k-hat used, after adaptation")
     ax.axvline(thr, ls="--", color="black", lw=1, label=f"threshold {KHAT_FMT.format(thr)}")
+    extra = []
+    if no_khat.any():
+        from matplotlib.lines import Line2D
+
+        names = ", ".join(_label(m) for m in _ordered(method[no_khat]))
+        extra.append(Line2D([], [], ls="", label=_wrap(
+            f"{int(no_khat.sum())} rows from {names}: no k-hat (PSIS's shown)", 30)))
     ax.set_xlabel(r"Pareto $\hat{k}$")
     ax.set_ylabel("number of observations")
-    ax.legend(fontsize=8)
-    return ax
-
-
-# --------------------------------------------------------------------------- classification
-def _prob_items(y, probs):
-    """(y, [(label, p), ...]) from a dict of arrays / PointwiseLoo or a single array."""
-    if isinstance(probs, Mapping):
-        items = list(probs.items())
-    else:
-        items = [("model", probs)]
-    if not items:
-        raise ValueError("probs is empty")
-    out = []
-    for label, p in items:
-        res = _as_pointwise(p)
-        if res is not None:
-            if y is None:
-                y = res.y
-            p = res.loo_prob
-        out.append((str(label), np.asarray(p, dtype=float)))
-    if y is None:
-        raise ValueError("y is required (no PointwiseLoo with y was given)")
-    return np.asarray(y), out
-
-
-def plot_roc(y, probs, *, ax=None, diagonal: bool = True, legend: bool = True):
-    """ROC curves of several fits on one axis, AUROC (Eq. 8) in the legend.
-
-    Parameters
-    ----------
-    y : (n,) 0/1 outcomes.
-    probs : dict label -> LOO probabilities (array or PointwiseLoo), or one array.
-    ax : matplotlib Axes to draw on (a new figure when None).
-    diagonal : draw the chance line; legend : draw the legend.
-
-    Returns
-    -------
-    matplotlib Axes
-
-    Examples
-    --------
-    >>> ax = plot_roc(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8]))
-    >>> ax.lines[0].get_xdata().tolist(), ax.lines[0].get_ydata().tolist()
-    ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
-    """
-    y, items = _prob_items(y, probs)
-    ax = _get_ax(ax, figsize=(5.0, 5.0))
-    for label, p in items:
-        fpr, tpr, _ = metrics.roc_curve(y, p)
-        auc = metrics.auroc(y, p)
-        ax.plot(fpr, tpr, lw=1.5, label=f"{label} (AUROC = {VALUE_FMT.format(auc)})")
-    if diagonal:
-        ax.plot([0, 1], [0, 1], ls=":", color="gray", lw=1, label="_chance")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.01)
-    ax.set_aspect("equal")
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
-    if legend:
-        ax.legend(loc="lower right", fontsize=8)
-    return ax
-
-
-def plot_pr(y, probs, *, ax=None, prevalence: bool = True, legend: bool = True):
-    """Precision-recall curves (step-wise) of several fits, average precision in the legend.
-
-    The dotted horizontal line is the prevalence, the precision of a random ranking.
-
-    Parameters
-    ----------
-    y, probs, ax, legend : as in `plot_roc`.
-    prevalence : draw the prevalence line.
-
-    Returns
-    -------
-    matplotlib Axes
-
-    Examples
-    --------
-    >>> ax = plot_pr(np.array([0, 0, 1, 1]), {"psis": np.array([0.1, 0.4, 0.35, 0.8])})
-    >>> ax.get_legend().get_texts()[0].get_text()
-    'psis (AP = 0.833)'
-    """
-    y, items = _prob_items(y, probs)
-    ax = _get_ax(ax, figsize=(5.0, 5.0))
-    for label, p in items:
-        precision, recall, _ = metrics.precision_recall_curve(y, p)
-        ap = metrics.average_precision(y, p)
-        ax.plot(recall, precision, drawstyle="steps-post", lw=1.5,
-                label=f"{label} (AP = {VALUE_FMT.format(ap)})")
-    if prevalence:
-        ax.axhline(float(np.mean(y)), ls=":", color="gray", lw=1, label="_prevalence")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.01)
-    ax.set_xlabel("recall")
-    ax.set_ylabel("precision")
-    if legend:
-        ax.legend(loc="lower left", fontsize=8)
-    return ax
-
-
-def plot_calibration(y, probs, n_bins: int = 10, *, strategy: str = "uniform", ax=None,
-                     diagonal: bool = True, legend: bool = True, band: float | None = 0.95,
-                     counts: bool = True):
-    """Reliability diagram: observed frequency vs mean predicted probability per bin.
-
-    Parameters
-    ----------
-    y : binary outcomes (or None when ``probs`` holds PointwiseLoo results with ``y``).
-    probs : dict label -> LOO probabilities (array or PointwiseLoo), or one array.
-    n_bins, strategy : bins as ``sklearn.calibration.calibration_curve``.
-    band : central probability of the binomial band drawn at every bin: where the observed
-        frequency of a perfectly calibrated model with that bin's count and mean predicted
-        probability falls (vertical bars in the fit's colour); None for none.
-    counts : write the number of observations next to every bin's marker (left out where
-        labels would overlap).
-
-    Returns
-    -------
-    matplotlib Axes
-        The expected calibration error of each fit is in the legend.
-
-    Examples
-    --------
-    >>> y = np.array([0, 1, 1, 0, 1, 0, 1, 1])
-    >>> p = np.array([0.2, 0.7, 0.8, 0.3, 0.6, 0.4, 0.9, 0.7])
-    >>> ax = plot_calibration(y, p, n_bins=2)
-    >>> sorted(t.get_text() for t in ax.texts)
-    ['n=3', 'n=5']
-    """
-    from scipy.stats import binom
-
-    y, items = _prob_items(y, probs)
-    ax = _get_ax(ax, figsize=(5.0, 5.0))
-    lab_x, lab_y, lab_t, lab_c = [], [], [], []
-    for label, p in items:
-        prob_true, prob_pred, n_bin = metrics.calibration_curve(y, p, n_bins, strategy,
-                                                                return_counts=True)
-        ece = metrics.expected_calibration_error(y, p, n_bins, strategy)
-        (line,) = ax.plot(prob_pred, prob_true, marker="o", ms=4, lw=1.2,
-                          label=f"{label} (ECE = {VALUE_FMT.format(ece)})")
-        color = line.get_color()
-        if band is not None:
-            a = (1.0 - float(band)) / 2.0
-            lo = binom.ppf(a, n_bin, prob_pred) / n_bin
-            hi = binom.ppf(1.0 - a, n_bin, prob_pred) / n_bin
-            ax.vlines(prob_pred, lo, hi, colors=color, lw=4, alpha=0.25, zorder=1)
-        lab_x += list(prob_pred)
-        lab_y += list(prob_true)
-        lab_t += [f"n={int(c)}" for c in n_bin]
-        lab_c += [color] * len(n_bin)
-    if diagonal:
-        ax.plot([0, 1], [0, 1], ls=":", color="gray", lw=1, label="_perfect")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_aspect("equal")
-    ax.set_xlabel("mean predicted probability")
-    ax.set_ylabel("observed frequency")
-    if band is not None:
-        ax.set_title(f"bars: {band:.0%} binomial band of a calibrated model", fontsize=8)
-    if counts:
-        _place_labels(ax, lab_x, lab_y, lab_t, colors=lab_c, fontsize=6,
-                      priority=[int(t[2:]) for t in lab_t])
-    if legend:
-        ax.legend(loc="upper left", fontsize=8)
-    return ax
-
-
-# --------------------------------------------------------------------------- LOO-PIT
-def plot_loo_pit(pit, *, ax=None, band: float = 0.95, color="tab:blue", label=None):
-    """ECDF of LOO-PIT values minus the uniform CDF, with a pointwise binomial band.
-
-    For a calibrated model the LOO-PIT values are uniform on [0, 1] (continuous outcomes;
-    randomised PIT for discrete ones), so n ECDF(u) ~ Binomial(n, u) at every u: the grey
-    band holds that central probability ``band``.  An S shape below zero then above means
-    an over-dispersed predictive, the reverse under-dispersion; a hump a shifted one.
-
-    Parameters
-    ----------
-    pit : `loo_adapt.expectations.LooPit` or an array of PIT values (NaN rows are left out
-        and counted in the title).
-    band : central probability of the band.
-
-    Returns
-    -------
-    matplotlib Axes
-
-    Examples
-    --------
-    >>> ax = plot_loo_pit(np.linspace(0.05, 0.95, 19))
-    >>> ax.get_xlabel()
-    'LOO-PIT'
-    """
-    from scipy.stats import binom
-
-    values = np.asarray(getattr(pit, "pit", pit), dtype=float).ravel()
-    finite = np.isfinite(values)
-    if not finite.any():
-        raise ValueError("no finite LOO-PIT values to plot")
-    if np.any((values[finite] < 0) | (values[finite] > 1)):
-        raise ValueError("LOO-PIT values must lie in [0, 1]")
-    u = np.sort(values[finite])
-    n = u.size
-    grid = np.linspace(0.0, 1.0, 201)
-    ecdf = np.searchsorted(u, grid, side="right") / n
-    a = (1.0 - float(band)) / 2.0
-    ax = _get_ax(ax, figsize=(5.0, 4.0))
-    ax.fill_between(grid, binom.ppf(a, n, grid) / n - grid, binom.ppf(1 - a, n, grid) / n - grid,
-                    color="0.85", step="post", label=f"{band:.0%} band (uniform)")
-    ax.step(grid, ecdf - grid, where="post", color=color, lw=1.5,
-            label=label or f"LOO-PIT ECDF - uniform (n={n})")
-    ax.axhline(0.0, color="gray", lw=0.8, ls=":")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("LOO-PIT")
-    ax.set_ylabel("ECDF difference")
-    missing = int((~finite).sum())
-    if missing:
-        ax.set_title(f"{missing} observations without weights on the posterior draws left out",
-                     fontsize=8)
-    ax.legend(fontsize=8, loc="best")
+    ax.set_title(r"Pareto $\hat{k}$ of PSIS" + (" and after adaptation" if used is not None
+                                                else ""), fontsize=10)
+    legend_outside(ax, extra=extra)
     return ax

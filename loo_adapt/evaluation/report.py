@@ -25,10 +25,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from loo_adapt.core._names import OLD_NAMES as _OLD_NAMES
+from loo_adapt.core.fmt import comparison
 from loo_adapt.result import PointwiseLoo, observation_label
 
 _SCALE_FACTOR = {"log": 1.0, "negative_log": -1.0, "deviance": -2.0}
-_SCALE_LABEL = {"log": "elpd_loo", "negative_log": "-elpd_loo", "deviance": "looic"}
 
 #: Estimators without a Pareto k-hat of their own (their diagnostic is an ESS).
 NO_KHAT = ("mixis", "refit")
@@ -39,7 +39,7 @@ POINTWISE_FIELDS = ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "pa
 
 __all__ = ["format_summary", "format_pointwise", "khat_counts", "save_report",
            "load_results", "as_pointwise", "observation_label", "unreliable_reasons",
-           "results_dict", "POINTWISE_FIELDS"]
+           "results_dict", "POINTWISE_FIELDS", "POINTWISE_LEGEND"]
 
 
 # --------------------------------------------------------------------------- inputs
@@ -120,10 +120,12 @@ def _fmt(x, spec: str, width: int) -> str:
 def format_summary(result, scale: str = "log") -> str:
     """R-loo-style summary of a `PointwiseLoo` (or the ELPDData from `loo_adapt.loo`).
 
-    Totals with standard errors (n - 1 variance, as R loo), the MCSE of elpd_loo, the
-    Pareto-k table before adaptation (plain PSIS) and after (the k-hat of the estimator
-    finally used; MixIS and refits have none and are counted on their own row), the number
-    of observations per estimator, and the observations whose estimate is still unreliable.
+    What ``print(res)`` shows (`loo_adapt.evaluation.diagnostics.format_loo`: totals with
+    standard errors (n - 1 variance, as R loo), the MCSE of elpd_loo, the Pareto-k table of
+    the estimator that produced each row with R loo's Min. ESS column, MixIS and refits in
+    their own bins), then plain PSIS's k table when another estimator replaced a row, the
+    number of observations per estimator, what verified them, and the observations whose
+    estimate is still unreliable with the check each failed.
 
     Parameters
     ----------
@@ -147,58 +149,16 @@ def format_summary(result, scale: str = "log") -> str:
     result = as_pointwise(result)
     if scale not in _SCALE_FACTOR:
         raise ValueError(f"scale must be one of {sorted(_SCALE_FACTOR)}, got {scale!r}")
-    est = result.estimates()
-    factor = _SCALE_FACTOR[scale]
-    n, s = result.n_obs, result.n_samples
-    lines = [f"Computed from {s} by {n} log-likelihood matrix.", ""]
-    lines.append(f"{'':10s}{'Estimate':>10s}{'SE':>8s}")
-    label = _SCALE_LABEL[scale]
-    lines.append(f"{label:10s}{factor * est['elpd_loo']:>10.1f}"
-                 f"{abs(factor) * est['se_elpd_loo']:>8.1f}")
-    lines.append(f"{'p_loo':10s}{est['p_loo']:>10.1f}{est['se_p_loo']:>8.1f}")
-    if scale != "deviance":
-        lines.append(f"{'looic':10s}{est['looic']:>10.1f}{est['se_looic']:>8.1f}")
-    lines.append("------")
-    n_bad = int(np.sum(result.unreliable))
-    note = ""
-    if n_bad:
-        # R loo prints NA here; the number over the reliable part is still worth seeing
-        note = (f" (excluding the bias of {n_bad} unreliable observation"
-                f"{'s' if n_bad > 1 else ''}, which it does not measure)")
-    lines.append(f"MCSE of elpd_loo is {est['mcse_elpd_loo']:.2f}{note}.")
-    r_eff = np.asarray(result.r_eff, dtype=float)
-    origin = str(getattr(result, "draws_method", "mcmc"))
-    from loo_adapt.core.psis import pareto_k_threshold
+    from loo_adapt.evaluation.diagnostics import format_loo, pareto_k_table
 
-    if origin not in ("mcmc", "other"):
-        k_pq = float(getattr(result, "pareto_k_pq", float("nan")))
-        lines.append(f"Draws of an approximation ({origin}), not of the posterior: every "
-                     f"importance ratio includes p/q. Pareto k-hat of p/q: {k_pq:.2f} "
-                     f"({'good' if k_pq <= pareto_k_threshold(int(result.n_samples)) else 'poor'}"
-                     f"; as R loo's loo_approximate_posterior).")
-    elif np.any(np.isfinite(r_eff)):
-        lines.append(f"MCSE and ESS estimates assume MCMC draws (r_eff in "
-                     f"[{np.nanmin(r_eff):.1f}, {np.nanmax(r_eff):.1f}]).")
-    lines.append("")
-
-    thr = float(result.good_k)
+    lines = format_loo(result, scale).splitlines()
+    if np.any(result.unreliable):
+        lines.pop()  # the pointer to this summary: the list is below
     method = np.asarray(result.method).astype(str)
-    no_khat = np.isin(method, NO_KHAT) | np.isnan(np.asarray(result.pareto_k_after, dtype=float))
-    before = khat_counts(result.pareto_k, thr)
-    after_k = np.where(no_khat, np.nan, result.pareto_k_after)
-    after = khat_counts(after_k, thr)
-    lines.append(f"Pareto k diagnostic values (threshold {thr:.2f}):")
-    labels = [f"(-Inf, {thr:.2f}]  (good)", f"({thr:.2f}, 1]     (bad)",
-              "(1, Inf)      (very bad)"]
-    width = max(len(t) for t in labels + ["no k-hat (mixis, refit)"]) + 2
-    lines.append(f"{'':{width}s}{'before':>13s}{'after':>13s}")
-    for lab, b, a in zip(labels, before, after):
-        lines.append(f"{lab:{width}s}{b:>6d} {100 * b / n:5.1f}%{a:>6d} {100 * a / n:5.1f}%")
-    n_no = int(np.sum(no_khat))
-    n_nan_before = n - int(before.sum())
-    if n_no or n_nan_before:
-        lines.append(f"{'no k-hat (mixis, refit)':{width}s}{n_nan_before:>6d} "
-                     f"{100 * n_nan_before / n:5.1f}%{n_no:>6d} {100 * n_no / n:5.1f}%")
+    if np.any(method != "psis"):
+        lines.append("")
+        lines.append(pareto_k_table(result, before=True).format(
+            "Plain PSIS on the posterior draws, before the other estimators:"))
     lines.append("")
 
     names, counts = np.unique(method, return_counts=True)
@@ -263,11 +223,11 @@ def unreliable_reasons(result) -> dict[int, str]:
             continue
         k = float(res.pareto_k_after[i])
         if m not in NO_KHAT and np.isfinite(k):
-            out[int(i)] = f"{m}: k-hat {k:.2f} > {thr:.2f}"
+            out[int(i)] = f"{m}: " + comparison("k-hat", k, ">", thr)
         elif m not in NO_KHAT and np.isnan(k):
             out[int(i)] = f"{m}: no k-hat (the Pareto fit failed)"
         elif m not in NO_KHAT:
-            out[int(i)] = f"{m}: k-hat {k} > {thr:.2f}"
+            out[int(i)] = f"{m}: " + comparison("k-hat", k, ">", thr)
         else:
             ess = float(res.diagnostic[i])
             mcse = float(res.mcse_elpd_i[i])
@@ -300,6 +260,20 @@ def _unreliable_lines(result: PointwiseLoo, shown: int = 20) -> list[str]:
     step = next_step_for(result)
     lines.append(f"Next step: {step[0].upper()}{step[1:]}.")
     return lines
+
+
+#: What each column of `format_pointwise` means (written below the table in summary.txt).
+POINTWISE_LEGEND = """\
+Columns: i = observation (0-based); estimator = what produced the row (psis; a transform
+kl / var / ll / mm1 / mm2, or a '+'-joined pair from the split selection; mm = moment
+matching; mixis = mixture importance sampling; mixis+psis = MixIS pooled with PSIS; refit =
+exact refit); rho = step size of the chosen transform (blank when none); k_before = plain
+PSIS k-hat; k_after = k-hat of the estimator that produced the row (held-out draws for a
+transform; NA for MixIS and refits, which have none); diag = that estimator's effective
+sample size (ESS of the PSIS, MixIS or refit draws; blank when unknown); elpd_loo = the
+row's log LOO predictive density; mcse = its Monte Carlo SE; loo_prob = P(y_i = 1 | y_-i)
+for binary outcomes; reliable = whether the estimator's own check passed (the summary names
+the failed check of every NO)."""
 
 
 def format_pointwise(result) -> str:
@@ -673,7 +647,7 @@ def save_report(result, out_dir, *, y=None, probs=None, name: str = "loo",
     # everything is computed before the folder is touched: a failure leaves it as it was
     text = (f"{name}\n{'=' * len(name)}\n\n{format_summary(res, scale=scale)}\n\n"
             f"Pointwise (observation i is 0-based; Stan's log_lik index is i + 1):\n"
-            f"{format_pointwise(res)}\n")
+            f"{format_pointwise(res)}\n\n{POINTWISE_LEGEND}\n")
     results = json.dumps(results_dict(result, scale=scale, name=name), indent=1,
                          allow_nan=False)
     metrics_text = None
@@ -872,28 +846,26 @@ def _figures(res: PointwiseLoo, stage: _Staging, y, prob_map) -> None:
     from loo_adapt.evaluation import plots
 
     def new(figsize):
-        fig = Figure(figsize=figsize)
+        fig = Figure(figsize=figsize, layout="constrained")  # room for outside legends
         return fig, fig.add_subplot()
 
     def save(fig, filename):
         fig.savefig(stage.path(filename), dpi=110, bbox_inches="tight")
 
-    fig, ax = new((8, 4))
-    plots.plot_khat(res, ax=ax)
-    ax.set_title("Pareto k-hat before and after adaptation")
+    fig, ax = new((9, 4))
+    plots.plot_khat(res, ax=ax)  # its title says whether anything was adapted
     save(fig, "khat.png")
-    fig, ax = new((6, 4))
+    fig, ax = new((7, 4))
     plots.plot_khat_hist(res, ax=ax)
     save(fig, "khat_hist.png")
     if res.candidates:
         n_obs = len({c["i"] for c in res.candidates})
-        fig, ax = new((max(6.0, 0.35 * n_obs), 4.5))
+        fig, ax = new((max(7.5, 0.35 * n_obs + 1.5), 4.5))
         plots.plot_khat_candidates(res, ax=ax)
-        ax.set_title("k-hat of every tried transform and step size")
         save(fig, "khat_candidates.png")
     if y is not None and prob_map:
         for func, filename in ((plots.plot_roc, "roc.png"), (plots.plot_pr, "pr.png"),
                                (plots.plot_calibration, "calibration.png")):
-            fig, ax = new((5, 5))
+            fig, ax = new((5, 6))
             func(y, prob_map, ax=ax)
             save(fig, filename)

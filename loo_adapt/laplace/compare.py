@@ -184,36 +184,79 @@ def compare(fit_draws, X, y, *, mcmc=None, prior_sd=1.0, sigma0="prior", nets=No
                       khat=None if mc is None else mc[2])
 
 
+#: How the figure names the methods of a comparison.
+METHOD_LABELS = {"map": "MAP (plug-in)", "lla": "LLA", "ella": "ELLA", "valla": "VaLLA",
+                 "mcmc": "MCMC"}
+
+
+def _method_label(method, mode, n_modes: int) -> str:
+    name = METHOD_LABELS.get(str(method), str(method))
+    return name if mode is None or n_modes <= 1 else f"{name}, mode {mode}"
+
+
 def plot_comparison(result: Comparison, axes=None):
-    """Scatter of each method's LOO logit against the MCMC LOO logit, coloured by k-hat
-    stratum, and a bar chart of elpd_loo.  Returns the matplotlib figure."""
+    """Each method's LOO logit against the MCMC LOO logit, and elpd_loo per method.
+
+    Left: one colour per method, one marker per MCMC k-hat stratum (two legends right of the
+    axes); the dashed line is agreement with MCMC.  Right: elpd_loo per method.
+
+    Parameters
+    ----------
+    result : a `Comparison` with MCMC results.
+    axes : two matplotlib Axes; default a new 12 x 4.5 inch figure.
+
+    Returns
+    -------
+    matplotlib Figure
+    """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     if ("mcmc", None) not in result.pointwise:
         raise ValueError("plot_comparison needs MCMC LOO results in the comparison")
     keys = [k for k in result.pointwise if k[0] != "mcmc"]
+    n_modes = len({k[1] for k in result.pointwise if k[1] is not None})
     if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), layout="constrained",
+                                 gridspec_kw={"width_ratios": (1.6, 1.0)})
     else:
         fig = axes[0].figure
     ref = result.pointwise[("mcmc", None)]["loo_logit"]
     khat = result.khat
-    markers = "o^sDv<>"
+    markers = ("o", "^", "s")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    method_handles = []
     for j, key in enumerate(keys):
         lg = result.pointwise[key]["loo_logit"]
-        for c, (label, lo, hi) in zip(("tab:blue", "tab:orange", "tab:red"), KHAT_BINS):
+        color = colors[j % len(colors)]
+        for mk, (_, lo, hi) in zip(markers, KHAT_BINS):
             sel = (khat > lo) & (khat <= hi)
-            axes[0].scatter(ref[sel], lg[sel], s=14, c=c, marker=markers[j % len(markers)],
-                            label=f"{key[0]}[{key[1]}] {label}" if np.any(sel) else None,
-                            alpha=0.7)
-    lim = np.nanmax(np.abs(ref[np.isfinite(ref)])) if np.any(np.isfinite(ref)) else 1.0
+            axes[0].scatter(ref[sel], lg[sel], s=16, color=color, marker=mk, alpha=0.7)
+        method_handles.append(Line2D([], [], ls="", marker="o", color=color,
+                                     label=_method_label(*key, n_modes)))
+    stratum_handles = [
+        Line2D([], [], ls="", marker=mk, color="0.3",
+               label=f"{label} (n={int(np.sum((khat > lo) & (khat <= hi)))})")
+        for mk, (label, lo, hi) in zip(markers, KHAT_BINS)]
+    finite = ref[np.isfinite(ref)]
+    lim = float(np.max(np.abs(finite))) if finite.size else 1.0
     axes[0].plot([-lim, lim], [-lim, lim], "k--", lw=0.8)
+    # no x tick at the lower-left corner, where it would run into the lowest y tick
+    axes[0].xaxis.set_major_locator(MaxNLocator(nbins="auto", prune="lower"))
     axes[0].set_xlabel("MCMC LOO logit")
     axes[0].set_ylabel("approximate LOO logit")
-    axes[0].legend(fontsize=6)
-    names = [f"{r['method']}[{r['mode']}]" for r in result.table]
-    axes[1].barh(names, [r["elpd_loo"] for r in result.table])
+    axes[0].set_title("LOO logits against MCMC (dashed: equal)", fontsize=10)
+    first = axes[0].legend(handles=method_handles, title="method", fontsize=8,
+                           title_fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                           borderaxespad=0.0, frameon=False)
+    axes[0].add_artist(first)
+    axes[0].legend(handles=stratum_handles, title="MCMC k-hat", fontsize=8, title_fontsize=8,
+                   loc="lower left", bbox_to_anchor=(1.02, 0.0), borderaxespad=0.0,
+                   frameon=False)
+    names = [_method_label(r["method"], r["mode"], n_modes) for r in result.table]
+    axes[1].barh(names, [r["elpd_loo"] for r in result.table], color="0.55")
+    axes[1].invert_yaxis()
     axes[1].set_xlabel("elpd_loo")
-    fig.tight_layout()
+    axes[1].set_title("elpd_loo per method (higher is better)", fontsize=10)
     return fig
-

@@ -85,20 +85,22 @@ def test_plot_khat_pointwise_loo(tmp_path):
     ax = plots.plot_khat(res)
     save_and_check(ax, tmp_path / "khat.png")
     sc = scatters(ax)
-    before = sc[0]
-    assert before.get_offsets().shape == (N, 2)
-    np.testing.assert_array_equal(before.get_offsets()[:, 1], res.pareto_k)
-    np.testing.assert_array_equal(before.get_facecolors()[0], to_rgba("black"))
-    # one collection per non-PSIS estimator, one point each, coloured as in Fig. S.2
+    psis = res.method == "psis"
+    # PSIS rows: black dots at their k-hat
+    np.testing.assert_array_equal(sc[0].get_offsets()[:, 1], res.pareto_k[psis])
+    np.testing.assert_array_equal(sc[0].get_facecolors()[0], to_rgba("black"))
+    # adapted rows: grey at the PSIS k-hat, then a dot coloured as in Fig. S.2 after
+    np.testing.assert_array_equal(sc[1].get_offsets(), [[3, 0.91], [11, 1.13]])
     by_color = {tuple(np.round(c.get_facecolors()[0], 6)) if len(c.get_facecolors()) else
-                tuple(np.round(c.get_edgecolors()[0], 6)): c for c in sc[1:]}
+                tuple(np.round(c.get_edgecolors()[0], 6)): c for c in sc[2:]}
     kl = by_color[tuple(np.round(to_rgba("tab:green"), 6))]
     var = by_color[tuple(np.round(to_rgba("tab:blue"), 6))]
     refit = by_color[tuple(np.round(to_rgba("tab:gray"), 6))]
     np.testing.assert_array_equal(kl.get_offsets(), [[3, 0.45]])
     np.testing.assert_array_equal(var.get_offsets(), [[11, 0.62]])
-    np.testing.assert_array_equal(refit.get_offsets(), [[25, 0.84]])  # ring around the dot
-    assert sum(len(c.get_offsets()) for c in sc) == N + 3
+    # a refit has no k-hat: a cross at the PSIS k-hat that sent it there
+    np.testing.assert_array_equal(refit.get_offsets(), [[25, 0.84]])
+    assert sum(len(c.get_offsets()) for c in sc) == N + 2
     # before -> after connectors for the two observations with a k-hat after adaptation
     (conn,) = [c for c in ax.collections if isinstance(c, LineCollection)]
     segs = sorted(tuple(map(tuple, s)) for s in conn.get_segments())
@@ -106,14 +108,31 @@ def test_plot_khat_pointwise_loo(tmp_path):
     # threshold line
     hl = [ln for ln in ax.lines if np.allclose(ln.get_ydata(), 0.7)]
     assert len(hl) == 1
-    # minimum per observation above threshold / adapted, labelled
+    # the k-hat in use of the rows that matter: adapted, or still above the threshold;
+    # not the refit's (its estimate does not rest on a k-hat)
     texts = sorted((t.xy[0], t.get_text()) for t in ax.texts)
-    assert texts == [(3, "0.45"), (11, "0.62"), (25, "0.84"), (33, "0.77")]
+    assert texts == [(3, "0.45"), (11, "0.62"), (33, "0.77")]
     assert ax.get_xlabel() == "observation"
-    assert "hat{k}" in ax.get_ylabel()
+    assert "hat{k}" in ax.get_ylabel() and "before and after adaptation" in ax.get_title()
     leg = legend_texts(ax)
-    assert "KL descent (n=1)" in leg and "Variance descent (n=1)" in leg
-    assert "threshold 0.70" in leg
+    assert "KL descent, after (n=1)" in leg and "Variance descent, after (n=1)" in leg
+    assert "threshold 0.70" in leg and any(t.startswith("refit (n=1): no k-hat") for t in leg)
+
+
+def test_plot_khat_mixis_rows_are_not_called_adapted():
+    res = make_result()
+    method = np.full(N, "mixis", dtype=object)
+    ax = plots.plot_khat(res.pareto_k, after=np.full(N, np.nan), method=method)
+    assert "adaptation" not in ax.get_title() and "MixIS" in ax.get_title()
+    assert not ax.texts  # no k-hat in use to label
+    (sc,) = scatters(ax)
+    np.testing.assert_array_equal(sc.get_offsets()[:, 1], res.pareto_k)
+    mixis = PointwiseLoo(**{**res.__dict__, "method": method,
+                            "pareto_k_after": np.full(N, np.nan), "reliable": None,
+                            "verified_by": None, "reason": None})
+    ax = plots.plot_khat_hist(mixis)
+    assert not [p for p in ax.patches if type(p).__name__ == "Polygon"]  # no empty "after"
+    assert any(t.startswith(f"{N} rows from MixIS") for t in legend_texts(ax))
 
 
 def test_plot_khat_array_and_loo_adapt_attribute(tmp_path):
@@ -122,20 +141,20 @@ def test_plot_khat_array_and_loo_adapt_attribute(tmp_path):
     save_and_check(ax, tmp_path / "arr.png")
     assert len(scatters(ax)) == 1
     assert len(scatters(ax)[0].get_offsets()) == N
-    expected = sorted(f"{k:.2f}" for k in res.pareto_k if k > 0.5)
-    assert sorted(t.get_text() for t in ax.texts) == expected
+    above = np.sort(res.pareto_k[res.pareto_k > 0.5])[::-1][:plots.MAX_LABELS]
+    assert sorted(t.get_text() for t in ax.texts) == sorted(f"{k:.2f}" for k in above)
     assert [ln.get_ydata()[0] for ln in ax.lines] == [0.5]
 
     class Holder:
         loo_adapt = res
 
     ax2 = plots.plot_khat(Holder())
-    assert len(scatters(ax2)) == 4
-    assert len(ax2.texts) == 4
+    assert len(scatters(ax2)) == 5
+    assert len(ax2.texts) == 3
 
     # after/method given explicitly to an array behave like the PointwiseLoo fields
     ax3 = plots.plot_khat(res.pareto_k, after=res.pareto_k_after, method=res.method)
-    assert sorted(t.get_text() for t in ax3.texts) == ["0.45", "0.62", "0.77", "0.84"]
+    assert sorted(t.get_text() for t in ax3.texts) == ["0.45", "0.62", "0.77"]
 
 
 def heavy_tailed_draws(seed=1):
@@ -235,13 +254,11 @@ def test_plot_khat_candidates(tmp_path):
         sizes = coll.get_sizes()
         assert sizes.max() > sizes.min()  # rho shown as marker size
     assert sum(len(c.get_offsets()) for c in sc[1:]) == len(cand) - 1
-    # minimum per (observation, transform) labelled
+    # the smallest k-hat per observation labelled
     expected = []
     for i in (3, 11, 25, 33):
-        for t in ("kl", "var", "ll", "mm1"):
-            ks = [c["khat"] for c in cand if c["i"] == i and c["transform"] == t
-                  and np.isfinite(c["khat"])]
-            expected.append(f"{min(ks):.2f}")
+        ks = [c["khat"] for c in cand if c["i"] == i and np.isfinite(c["khat"])]
+        expected.append(f"{min(ks):.2f}")
     assert sorted(t.get_text() for t in ax.texts) == sorted(expected)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["3", "11", "25", "33"]
     assert [ln.get_ydata()[0] for ln in ax.lines] == [0.7]
@@ -285,7 +302,8 @@ def test_plot_roc(tmp_path):
         np.testing.assert_allclose(line.get_xdata(), fpr)
         np.testing.assert_allclose(line.get_ydata(), tpr)
     assert legend_texts(ax) == [
-        f"{k} (AUROC = {skm.roc_auc_score(y, p):.3f})" for k, p in probs.items()]
+        f"{k} (AUROC = {skm.roc_auc_score(y, p):.3f})" for k, p in probs.items()] + [
+        "chance (random ranking)"]
     np.testing.assert_array_equal(ax.lines[2].get_xydata(), [[0, 0], [1, 1]])
     assert ax.get_xlabel() == "false positive rate"
     assert ax.get_ylabel() == "true positive rate"
@@ -295,7 +313,8 @@ def test_plot_roc_from_pointwise_results():
     res = make_result()
     ax = plots.plot_roc(None, {"adaptive": res})
     assert legend_texts(ax) == [
-        f"adaptive (AUROC = {skm.roc_auc_score(res.y, res.loo_prob):.3f})"]
+        f"adaptive (AUROC = {skm.roc_auc_score(res.y, res.loo_prob):.3f})",
+        "chance (random ranking)"]
     with pytest.raises(ValueError, match="y is required"):
         plots.plot_roc(None, {"a": res.loo_prob})
 
@@ -311,7 +330,8 @@ def test_plot_pr(tmp_path):
         np.testing.assert_allclose(line.get_ydata(), precision)
         assert line.get_drawstyle() == "steps-post"
     assert legend_texts(ax) == [
-        f"{k} (AP = {skm.average_precision_score(y, p):.3f})" for k, p in probs.items()]
+        f"{k} (AP = {skm.average_precision_score(y, p):.3f})" for k, p in probs.items()] + [
+        f"prevalence {y.mean():.3f} (random ranking)"]
     assert ax.lines[2].get_ydata()[0] == pytest.approx(y.mean())
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("recall", "precision")
 
@@ -349,7 +369,8 @@ def test_plot_calibration(tmp_path):
         counts = np.histogram(p, np.linspace(0, 1, 8))[0]  # no p on interior edges here
         ece = np.sum(counts[counts > 0] * np.abs(pt - pp)) / y.size
         labels.append(f"{k} (ECE = {ece:.3f})")
-    assert legend_texts(ax) == labels
+    assert legend_texts(ax) == labels + ["perfect calibration",
+                                         "95% binomial band of a calibrated model"]
     assert ax.get_xlabel() == "mean predicted probability"
 
 

@@ -1,0 +1,121 @@
+"""R loo's pareto_k_table / pareto_k_ids / mcse_loo and the failing-reads-as-failing numbers."""
+
+import numpy as np
+import pytest
+
+import loo_adapt
+from loo_adapt.core.fmt import comparison, distinct
+from loo_adapt.evaluation.arviz import arviz_major
+from loo_adapt.evaluation.diagnostics import mcse_loo, pareto_k_ids, pareto_k_table
+from loo_adapt.result import PointwiseLoo
+
+
+def _heavy(seed=4, n=40):
+    """A log-likelihood with a few influential observations (k-hat above 0.7)."""
+    rng = np.random.default_rng(seed)
+    ll = rng.normal(-1.0, 0.3, size=(1, 1000, n))
+    ll[..., :6] += rng.standard_t(1.5, size=(1, 1000, 6)) * 3.0
+    return ll
+
+
+@pytest.mark.skipif(arviz_major() != 0, reason="arviz 0.x's loo equals R loo's PSIS")
+def test_ids_and_table_equal_arviz_khat():
+    import arviz as az
+
+    ll = _heavy()
+    with pytest.warns(UserWarning, match="no verified estimate"):
+        ours = loo_adapt.loo(ll, reff=1.0)
+    with pytest.warns(UserWarning, match="shape parameter"):
+        theirs = az.loo(az.from_dict(log_likelihood={"y": ll}), pointwise=True, reff=1.0)
+    k = theirs.pareto_k.values
+    thr = float(theirs.good_k)
+    want = np.flatnonzero(k > thr)
+    assert want.size >= 2
+    np.testing.assert_array_equal(pareto_k_ids(ours), want)
+    np.testing.assert_array_equal(pareto_k_ids(theirs), want)  # arviz's own object too
+    np.testing.assert_array_equal(pareto_k_ids(ours, 0.5), np.flatnonzero(k > 0.5))
+    table = pareto_k_table(ours)
+    counts = np.histogram(k, bins=[-np.inf, thr, 1.0, np.inf])[0]
+    np.testing.assert_array_equal(table.counts, counts)
+    np.testing.assert_allclose(table.proportions, counts / k.size)
+    # Min. ESS as R loo: r_eff / sum(w^2) of the PSIS weights, only over k-hat <= threshold
+    lw, _ = az.psislw(-ll.reshape(1000, -1).T, reff=1.0)  # (n, S) in arviz 0.x
+    w = np.exp(lw - lw.max(axis=1, keepdims=True))
+    ess = w.sum(axis=1) ** 2 / np.sum(w**2, axis=1)
+    assert table.min_ess[0] == pytest.approx(ess[k <= thr].min(), rel=1e-8)
+    assert np.isnan(table.min_ess[1:]).all()
+    text = str(table)
+    assert "Min. ESS" in text and f"{round(ess[k <= thr].min())}" in text
+
+
+def test_rows_without_khat_have_bins_of_their_own():
+    z = np.zeros(5)
+    res = PointwiseLoo(z - 1, z + 0.1, z - 0.9, z + 0.05, np.array([0.2, 0.9, 1.3, 0.8, 0.1]),
+                       0.7, 1000, 1.0, method=np.array(["psis", "psis", "mixis", "refit",
+                                                        "mixis"]),
+                       pareto_k_after=np.array([0.2, 0.9, np.nan, np.nan, np.nan]),
+                       diagnostic=np.array([800.0, 50.0, 300.0, 900.0, 250.0]),
+                       reliable=np.array([True, False, True, True, True]))
+    t = pareto_k_table(res)
+    assert t.kinds == ("(good)", "(bad)", "(very bad)", "(MixIS)", "(refit)")
+    np.testing.assert_array_equal(t.counts, [1, 1, 0, 2, 1])
+    assert t.n == 5 and t.proportions.sum() == pytest.approx(1.0)
+    np.testing.assert_array_equal(t.min_ess, [800.0, np.nan, np.nan, 250.0, 900.0])
+    before = pareto_k_table(res, before=True)
+    np.testing.assert_array_equal(before.counts, [2, 2, 1])
+    np.testing.assert_array_equal(pareto_k_ids(res), [1])
+    np.testing.assert_array_equal(pareto_k_ids(res, before=True), [1, 2, 3])
+    # R loo's mcse_loo is NA when an estimate is not shown reliable
+    assert np.isnan(mcse_loo(res))
+    fixed = PointwiseLoo(**{**res.__dict__, "reliable": np.ones(5, bool)})
+    assert mcse_loo(fixed) == pytest.approx(np.sqrt(5 * 0.05**2))
+    assert np.isnan(mcse_loo(fixed, threshold=0.5))  # row 1's k-hat 0.9 is above 0.5
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_failed_comparisons_read_as_failing(seed):
+    rng = np.random.default_rng(seed)
+    bound = rng.uniform(0.5, 0.8, 500)
+    value = bound + 10.0 ** rng.uniform(-7, -1, 500)  # value > bound, often by a hair
+    for v, b in zip(value, bound):
+        a, c = distinct(v, b)
+        assert len(a.split(".")[1]) == len(c.split(".")[1]) >= 2
+        if v - b > 2e-6:  # six decimals tell them apart
+            assert float(a) > float(c), (v, b, a, c)
+        assert abs(float(a) - v) <= 0.5 * 10.0 ** -len(a.split(".")[1]) + 1e-15
+    assert comparison("k-hat", 0.6731, ">", 0.6699) == "k-hat 0.673 > 0.670"
+    assert comparison("k-hat", float("inf"), ">", 0.7) == "k-hat inf > 0.70"
+
+
+def _refit_heldout(rows, seed):  # module level: the fold pool pickles it
+    rng = np.random.default_rng(seed)
+    return np.log(0.3) + rng.normal(0.0, 0.01, (400, len(rows)))
+
+
+@pytest.mark.arviz1
+def test_kfold_prints_and_stores_r_loo_names_and_compares():
+    """A k-fold result prints elpd_kfold / p_kfold / kfoldic (R loo's print.kfold), stores
+    them, and az.compare (either arviz line) still ranks it against a PSIS-LOO result."""
+    import warnings
+
+    import arviz as az
+
+    from loo_adapt import kfold
+
+    ll = np.log(0.35) + np.random.default_rng(1).normal(0.0, 0.05, (2, 200, 20))
+    cv = kfold(refit_fn=_refit_heldout, K=5, log_lik=ll, n_obs=20, progress=False, n_jobs=1,
+               check_convergence=False)
+    text = str(cv)
+    est = cv.loo_adapt.estimates()
+    assert text.startswith("Based on 5-fold cross-validation.")
+    for name, key in (("elpd_kfold", "elpd_loo"), ("p_kfold", "p_loo"), ("kfoldic", "looic")):
+        assert f"\n{name} " in text and cv[name] == pytest.approx(est[key])
+    # the oracle: lpd - elpd from the draws themselves (p_kfold = lpd - elpd_kfold)
+    held = np.mean(np.log(0.3) + np.zeros(20))
+    assert cv["elpd_kfold"] == pytest.approx(20 * held, abs=0.01)
+    assert "elpd_loo" not in text and "Pareto" not in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        table = az.compare({"kfold": cv, "loo": loo_adapt.loo(ll)})
+    assert list(table.index) == ["loo", "kfold"]  # held-out density 0.3 < 0.35
