@@ -62,6 +62,8 @@ class PointwiseLoo:
         (e.g. ESS of the MixIS weights), NaN where not applicable.
     candidates : optional list of dicts, one per tried (observation, transform, rho),
         with keys i, transform, rho, khat, elpd_loo, loo_prob.
+    notes : what the estimators found worth saying that is not a failure of a row (e.g.
+        MixIS not pooled with PSIS, and why); ``summary()`` prints them.
     reliable : per observation, whether the final estimator's own diagnostic shows it
         reliable (k-hat at most the threshold for importance sampling, MCSE at most the
         accepted bound for MixIS, always for an exact refit).  Derived from ``pareto_k_after``
@@ -114,6 +116,7 @@ class PointwiseLoo:
     draws_method: str = "mcmc"
     pareto_k_pq: float = float("nan")
     row_draws: list | None = None
+    notes: list = field(default_factory=list)
 
     def __post_init__(self):
         n = len(self.elpd_i)
@@ -210,6 +213,8 @@ class PointwiseLoo:
             new["mcse_total"] = float(estimate.mcse_total)
         new["p_loo_i"] = new["lpd_i"] - new["elpd_i"]
         new["candidates"] = list(self.candidates) + list(estimate.candidates)
+        new["notes"] = list(self.notes) + [n for n in getattr(estimate, "notes", ())
+                                           if n not in self.notes]
         new["history"] = list(self.history) + [dict(
             estimator=estimate.estimator, rows=rows, accepted=accept,
             elpd_i=np.asarray(estimate.elpd_i), reliable=np.asarray(estimate.reliable),

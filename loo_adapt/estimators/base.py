@@ -145,6 +145,8 @@ class Estimate:
     mcse_total : Monte Carlo SE of the sum over ``rows`` when the errors are correlated
         (MixIS), else None.
     candidates : optional per-candidate records (adaptive IS).
+    notes : what the estimator found worth saying in the summary that is not a failure
+        (e.g. MixIS not pooled with PSIS, and why); printed by ``summary()``.
     row_draws : None, or per row a `RowDraws` (the draws and final weights behind the
         estimate; None for a row without them).
     """
@@ -165,12 +167,13 @@ class Estimate:
     mcse_total: float | None = None
     candidates: tuple = ()
     row_draws: tuple | None = None
+    notes: tuple = ()
 
     @classmethod
     def make(cls, estimator: str, rows, elpd_i, mcse_elpd_i, reliable, *,
              verified_by=None, reason=None, pareto_k=None, diagnostic=None, loo_prob=None,
              rho=None, method=None, lpd_i=None, mcse_total=None, candidates=(),
-             row_draws=None) -> Estimate:
+             row_draws=None, notes=()) -> Estimate:
         """Build an estimate, filling the columns not given with NaN / "" and freezing it.
 
         ``method`` gives a per-row estimator name where rows differ (adaptive IS keeps
@@ -207,6 +210,7 @@ class Estimate:
             lpd_i=None if lpd_i is None else col(lpd_i, np.nan),
             mcse_total=None if mcse_total is None else float(mcse_total),
             candidates=tuple(candidates),
+            notes=tuple(str(n) for n in notes),
             row_draws=None if row_draws is None else _row_records(row_draws, m),
         )
 

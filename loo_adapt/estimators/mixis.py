@@ -307,20 +307,20 @@ def _agree(ctx, est, rows, pool):
     the sums disagree nothing is pooled: the rows keep MixIS's estimates, and since one of
     the two independent samples carries an error its MCSE does not show (which one cannot
     be told), the unexplained part of the disagreement, ``D^2 - sd^2``, is added to the
-    variance of the total; a warning says so.  Beyond ``FAR_Z`` combined MCSEs (a row's, or
-    the sum's: then every candidate row) the disagreement is not noise: those rows are
-    returned as not verified, with the reason.
+    variance of the total; a note in the summary says so.  Beyond ``FAR_Z`` combined MCSEs
+    (a row's, or the sum's: then every candidate row) the disagreement is not noise: those
+    rows are returned as not verified, with the reason (and, for the sum, a warning).
 
     Returns
     -------
     (mask of rows to pool, extra variance of the total, mask of rows not verified,
-    their reasons)
+    their reasons, a note for the summary when the sums disagree)
     """
     far = np.zeros_like(pool)
     why = np.full(pool.size, "", dtype=object)
     j = np.flatnonzero(pool)
     if j.size == 0:
-        return pool, 0.0, far, why
+        return pool, 0.0, far, why, ""
     base = ctx.base
     r = rows[j]
     d = base.elpd_i[r] - est.elpd_i[r]
@@ -343,24 +343,24 @@ def _agree(ctx, est, rows, pool):
                      f"k-hat < {POOL_KHAT:g} by {diff:+.3g} ({z_sum:+.1f} combined MCSEs, more "
                      f"than {FAR_Z:g}): the program, its data or the fit is suspect")
     if abs(z_sum) > POOL_AGREE_Z:
-        import warnings
-
         extra = diff**2 - sd_sum**2
-        warnings.warn(
-            f"PSIS on the posterior draws and MixIS on the mixture draws disagree over the "
-            f"{r.size} observations where PSIS's k-hat is below the pooling threshold: sums "
-            f"differ by {diff:+.2f} ({z_sum:+.1f} combined MCSEs). One of the two fits carries "
-            "an error its MCSE does not show (short or stuck chains, modes weighted "
-            "differently): MixIS alone is used for every row, and the MCSE of elpd_loo "
-            f"includes the unexplained part of the difference ({np.sqrt(extra):.2f}); check "
-            "both fits"
-            + (f"; beyond {FAR_Z:g} MCSEs no row of them is verified"
-               if abs(z_sum) > FAR_Z else ""), UserWarning, stacklevel=4)
-        return np.zeros_like(pool), extra, far, why
+        note = (f"PSIS on the posterior draws and MixIS on the mixture draws disagree over the "
+                f"{r.size} observations where PSIS's k-hat is below the pooling threshold: "
+                f"sums differ by {diff:+.2f} ({z_sum:+.1f} combined MCSEs). One of the two fits "
+                "carries an error its MCSE does not show (short or stuck chains, modes weighted "
+                "differently): MixIS alone is used for every row, and the MCSE of elpd_loo "
+                f"includes the unexplained part of the difference ({np.sqrt(extra):.2f})")
+        if abs(z_sum) > FAR_Z:
+            import warnings
+
+            warnings.warn(f"{note}; beyond {FAR_Z:g} MCSEs no row of them is verified: check "
+                          "that the program, its data and both fits are right", UserWarning,
+                          stacklevel=4)
+        return np.zeros_like(pool), extra, far, why, note
     ok = np.abs(d) <= POOL_AGREE_Z * sd
     out = np.zeros_like(pool)
     out[j[ok]] = True
-    return out, 0.0, far, why
+    return out, 0.0, far, why, ""
 
 
 @dataclass(frozen=True)
@@ -425,12 +425,14 @@ class MixIS:
         psis_var = extra_var = 0.0
         far = np.zeros(rows.size, dtype=bool)
         far_why = np.full(rows.size, "", dtype=object)
+        notes = ()
         if self.pool_khat is not None:
             base = ctx.base
             k = base.pareto_k[rows]
             pool = (enough & (k < self.pool_khat) & np.isfinite(base.elpd_i[rows])
                     & np.isfinite(base.mcse_elpd_i[rows]))
-            agree, extra_var, far, far_why = _agree(ctx, est, rows, pool)
+            agree, extra_var, far, far_why, note = _agree(ctx, est, rows, pool)
+            notes = (note,) if note else ()
             pool &= agree
             j = np.flatnonzero(pool)
             r = rows[j]
@@ -473,5 +475,5 @@ class MixIS:
             "mixis", rows, elpd, mcse, ok, diagnostic=est.ess[rows], method=method,
             pareto_k=khat, loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
             reason=reason, lpd_i=est.lpd_i[rows] if every else None,
-            mcse_total=mcse_total, row_draws=records,
+            mcse_total=mcse_total, row_draws=records, notes=notes,
         )

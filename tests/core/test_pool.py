@@ -133,8 +133,13 @@ def test_a_posterior_fit_that_misses_is_not_pooled():
     mu_off = y.mean() + 0.8 * rng.normal(size=(4, 1000)) / np.sqrt(y.size)
     post = read_dict({"log_lik": norm.logpdf(y, mu_off[..., None])}, method="mcmc")
     mix = read_dict({"log_lik": ll_mix}, method="mcmc")
+    # 9.7 combined MCSEs apart: beyond FAR_Z, a warning, and no row of them verified
     with pytest.warns(UserWarning, match="disagree over the 20 observations"):
-        res = loo_adapt.loo(post, estimator="mixis", mixis_draws=mix).loo_adapt
+        full = loo_adapt.loo(post, estimator="mixis", mixis_draws=mix)
+    res = full.loo_adapt
+    assert any("disagree over the 20 observations" in n for n in res.notes)
+    assert "Note: PSIS on the posterior draws and MixIS" in full.summary()
+    assert not res.reliable[res.pareto_k < 0.5].any()
     assert set(res.method) == {"mixis"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -157,6 +162,15 @@ def test_a_posterior_fit_that_misses_is_not_pooled():
         good = loo_adapt.loo(read_dict({"log_lik": ll_post}, method="mcmc"), estimator="mixis",
                              mixis_draws=mix).loo_adapt
     assert (good.method == "mixis+psis").sum() >= 15
+    # 5% too narrow: 2.6 combined MCSEs apart, MixIS alone and a note in the summary (no
+    # warning: within FAR_Z the rows stay verified by MixIS's MCSE)
+    mu_near = y.mean() + 0.95 * np.random.default_rng(5).normal(size=(4, 1000)) / np.sqrt(y.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        near = loo_adapt.loo(read_dict({"log_lik": norm.logpdf(y, mu_near[..., None])},
+                                       method="mcmc"), estimator="mixis", mixis_draws=mix)
+    assert set(near.loo_adapt.method) == {"mixis"} and near.loo_adapt.reliable.all()
+    assert "Note: PSIS on the posterior draws and MixIS" in near.summary()
 
 
 def test_psis_mcse_of_sum_sees_the_shared_draws():
@@ -197,8 +211,10 @@ def test_a_disagreement_far_beyond_mc_error_unverifies_the_rows():
         y_other = y.copy()
         y_other[shifted] += 0.5
         wrong = read_dict({"log_lik": norm.logpdf(y_other, mu[..., None])}, method="mcmc")
-        with pytest.warns(UserWarning, match="no verified estimate"):
+        with pytest.warns(UserWarning, match="no verified estimate") as rec:
             res = loo_adapt.loo(post, estimator="mixis", mixis_draws=wrong).loo_adapt
+        if len(shifted) > 1:  # beyond FAR_Z in sum: a warning of its own
+            assert any("no row of them is verified" in str(w.message) for w in rec)
         low_k = res.pareto_k < 0.5
         assert low_k.sum() >= 15
         bad = low_k if len(shifted) > 1 else np.isin(np.arange(y.size), shifted)
