@@ -10,6 +10,7 @@ import numpy as np
 from loo_adapt.draws import Draws
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.base import Context, Stage, run_stages
+from loo_adapt.estimators.focused import FocusedMixIS
 from loo_adapt.estimators.mixis import POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
@@ -45,12 +46,14 @@ def _as_draws(data, method=None, var_names=None) -> Draws:
 def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
                 fallback=(), transforms=DEFAULT_TRANSFORMS, rho=None, selection="split",
                 certify=True, jacobian="exact", mixis_max_mcse=0.1, refit_kwargs=None,
-                adapt=None, mixis_pool_khat=POOL_KHAT) -> list[Stage]:
+                adapt=None, mixis_pool_khat=POOL_KHAT, mixis_focus=True) -> list[Stage]:
     """The stages `loo` folds over, after plain PSIS.
 
     ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
-    truth: with a Stan program or mixture draws, mixture IS for every observation and
-    (budgeted) refits where its MCSE is too large; without them, PSIS plus adaptive IS
+    truth: with a Stan program or mixture draws, mixture IS for every observation, then
+    (with a program, ``mixis_focus``) one mixture fit focused on the rows whose MCSE is too
+    large (`loo_adapt.estimators.focused`), and (budgeted) refits where it still is; without
+    them, PSIS plus adaptive IS
     accepted only where certified (`loo_adapt.estimators.certify`).  Explicit ``fallback``
     estimators run after the primary estimator, in order, on rows still not shown reliable.
     """
@@ -70,6 +73,8 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
             estimator = "mixis"
             if program is not None or (refit_kwargs or {}).get("refit_fn") is not None:
                 fallback = ("refit",)
+            if program is not None and mixis_focus:
+                fallback = ("focused",) + fallback
         else:
             estimator = "adaptive" if model is not None and adapt is not False else "psis"
     if adapt and model is None:
@@ -85,6 +90,7 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
         "mm": lambda: Stage(MomentMatch()),
         "mixis": lambda: Stage(mixis),
         "refit": lambda: Stage(Refit(options=refit_opts)),
+        "focused": lambda: Stage(FocusedMixIS(max_mcse=mixis_max_mcse)),
     }
     stages = []
     if estimator == "adaptive":
@@ -123,6 +129,7 @@ def loo(
     seed=None,
     mixis_max_mcse: float = 0.1,
     mixis_pool_khat: float | None = POOL_KHAT,
+    mixis_focus: bool = True,
     refit_kwargs: dict | None = None,
     y=None,
     r_eff=None,
@@ -166,6 +173,9 @@ def loo(
         PSIS's Monte Carlo error can be trusted) are pooled with PSIS by inverse variance
         (two independent samples, `loo_adapt.core.pool`; method "mixis+psis"); None keeps
         MixIS alone.
+    mixis_focus : with a program, rows MixIS leaves above ``mixis_max_mcse`` get one more
+        mixture fit focused on their leave-one-out posteriors before any refit
+        (`loo_adapt.estimators.focused`); False goes straight to the refits.
     refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
         n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
@@ -216,6 +226,7 @@ def loo(
         fallback=fallback, transforms=transforms, rho=rho, selection=selection,
         certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
         refit_kwargs=refit_kwargs, adapt=adapt, mixis_pool_khat=mixis_pool_khat,
+        mixis_focus=bool(mixis_focus),
     )
     # plain PSIS needs only the log-likelihood columns (and the approximation's densities,
     # which the readers always keep); a model family reads its parameters too

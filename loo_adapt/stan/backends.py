@@ -246,6 +246,10 @@ def _prepare_data(path: pathlib.Path, name: str | None, data, mixis: bool) -> di
             data["mixis"] = 1
         else:
             data.setdefault("mixis", 0)
+    if re.search(r"\bmixis_n_rows\s*;", path.read_text()):
+        # a focusable program: no rows given = the mixture over every observation
+        data.setdefault("mixis_n_rows", 0)
+        data.setdefault("mixis_rows", [])
     if name is not None:
         missing = [k for k in _REQUIRED_DATA[name] if k not in data]
         if missing:
