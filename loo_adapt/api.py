@@ -11,7 +11,7 @@ from loo_adapt.draws import Draws
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.base import Context, Stage, run_stages
 from loo_adapt.estimators.focused import FocusedMixIS
-from loo_adapt.estimators.mixis import POOL_KHAT, MixIS
+from loo_adapt.estimators.mixis import MCSE_METHODS, POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
 from loo_adapt.estimators.refit import Refit
@@ -46,7 +46,8 @@ def _as_draws(data, method=None, var_names=None) -> Draws:
 def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
                 fallback=(), transforms=DEFAULT_TRANSFORMS, rho=None, selection="split",
                 certify=True, jacobian="exact", mixis_max_mcse=0.1, refit_kwargs=None,
-                adapt=None, mixis_pool_khat=POOL_KHAT, mixis_focus=True) -> list[Stage]:
+                adapt=None, mixis_pool_khat=POOL_KHAT, mixis_focus=True,
+                mixis_mcse="chains") -> list[Stage]:
     """The stages `loo` folds over, after plain PSIS.
 
     ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
@@ -65,6 +66,8 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
         raise ValueError(f"unknown fallback {unknown}; choose from {FALLBACKS}")
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    if mixis_mcse not in MCSE_METHODS:
+        raise ValueError(f"mixis_mcse must be one of {MCSE_METHODS}, got {mixis_mcse!r}")
     has_mixture = program is not None or mixis_draws is not None
     if estimator == "auto":
         if fallback:
@@ -84,13 +87,13 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     adaptive = AdaptiveIS(transforms=tuple(transforms), rho=None if rho is None else tuple(
         np.atleast_1d(rho)), selection=selection, jacobian=jacobian, certify=certify)
     refit_opts = dict(refit_kwargs or {})
-    mixis = MixIS(max_mcse=mixis_max_mcse, pool_khat=mixis_pool_khat)
+    mixis = MixIS(max_mcse=mixis_max_mcse, pool_khat=mixis_pool_khat, mcse=mixis_mcse)
     make = {
         "adaptive": lambda: Stage(adaptive),
         "mm": lambda: Stage(MomentMatch()),
         "mixis": lambda: Stage(mixis),
         "refit": lambda: Stage(Refit(options=refit_opts)),
-        "focused": lambda: Stage(FocusedMixIS(max_mcse=mixis_max_mcse)),
+        "focused": lambda: Stage(FocusedMixIS(max_mcse=mixis_max_mcse, mcse=mixis_mcse)),
     }
     stages = []
     if estimator == "adaptive":
@@ -130,6 +133,7 @@ def loo(
     mixis_max_mcse: float = 0.1,
     mixis_pool_khat: float | None = POOL_KHAT,
     mixis_focus: bool = True,
+    mixis_mcse: str = "chains",
     refit_kwargs: dict | None = None,
     y=None,
     r_eff=None,
@@ -176,6 +180,9 @@ def loo(
     mixis_focus : with a program, rows MixIS leaves above ``mixis_max_mcse`` get one more
         mixture fit focused on their leave-one-out posteriors before any refit
         (`loo_adapt.estimators.focused`); False goes straight to the refits.
+    mixis_mcse : MixIS's pointwise MCSE, which ``mixis_max_mcse`` is checked against:
+        "chains" (the delta method inflated by the chains' disagreement,
+        `loo_adapt.estimators.mixis.chain_inflation`) or "delta" (the delta method alone).
     refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
         n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
@@ -226,7 +233,7 @@ def loo(
         fallback=fallback, transforms=transforms, rho=rho, selection=selection,
         certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
         refit_kwargs=refit_kwargs, adapt=adapt, mixis_pool_khat=mixis_pool_khat,
-        mixis_focus=bool(mixis_focus),
+        mixis_focus=bool(mixis_focus), mixis_mcse=mixis_mcse,
     )
     # plain PSIS needs only the log-likelihood columns (and the approximation's densities,
     # which the readers always keep); a model family reads its parameters too

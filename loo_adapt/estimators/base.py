@@ -353,12 +353,18 @@ def rows_of(result, which: str) -> np.ndarray:
 
 def run_stages(ctx: Context, result, stages) -> Any:
     """Fold the stages over ``result``: each estimator sees the rows its stage asks for, and
-    `PointwiseLoo.merge` writes what the stage accepts."""
+    `PointwiseLoo.merge` writes what the stage accepts.  Each stage's history entry records
+    its wall time (``seconds``, including fits it triggers, e.g. the mixture fit)."""
+    import time
+
     for stage in stages:
         rows = rows_of(result, stage.rows)
         if rows.size == 0:
             continue
+        t0 = time.perf_counter()
         est = stage.estimator(ctx, rows)
         accept = None if stage.accept == "all" else est.reliable
         result = result.merge(est, accept=accept)
+        if result.history:
+            result.history[-1]["seconds"] = time.perf_counter() - t0
     return result

@@ -41,11 +41,13 @@ class FocusedMixIS:
     ----------
     max_mcse : a row is verified where its MCSE is at most this (backed by at least
         `loo_adapt.estimators.mixis.MIN_DRAWS` draws and ``MIN_ESS`` effective draws).
+    mcse : the pointwise MCSE of `loo_adapt.estimators.mixis.mixis_loo`.
     chains, draws : of the focused fit (its warm-up: that of
         `loo_adapt.stan.mixis_program.fit_mixture`, 100 iterations after a warm start).
     """
 
     max_mcse: float = 0.1
+    mcse: str = "chains"
     chains: int = 4
     draws: int = 1000
     name: str = "mixis_focused"
@@ -82,7 +84,7 @@ class FocusedMixIS:
                                                    sub.reshape(-1, rows.size))
             if not ok_draws:
                 return self._skip(rows, why)
-        est = mixis_loo(sub)
+        est = mixis_loo(sub, mcse=self.mcse)
         prob = p1 = None
         if ctx.y is not None:
             log_p1 = bernoulli_log_p1(sub, ctx.y[rows])
