@@ -20,6 +20,7 @@ metric).  ``benchmarks/bench_mixis_fit.py`` measures it against the default mixt
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import textwrap
 
@@ -534,6 +535,7 @@ def fit_mixture(
     draws: int = 1000,
     seed: int = 1,
     rows=None,
+    parallel_chains: int | None = None,
 ) -> Draws:
     """Draws of the mixture-IS proposal, warm-started from a posterior fit when one is given.
 
@@ -556,6 +558,9 @@ def fit_mixture(
         mixture, ``p(theta | D) sum_{i in rows} 1 / l_i(theta)``): sets the data entries
         ``mixis_n_rows`` / ``mixis_rows`` (1-based), which the program must declare (see
         :func:`declares_mixis_rows`). None: every observation.
+    parallel_chains : int or None
+        Chains sampled at once (None: every chain, up to the cores), as the posterior fit and
+        the refits (`loo_adapt.stan.backends.fit`).
 
     Returns
     -------
@@ -586,6 +591,9 @@ def fit_mixture(
         data.setdefault("mixis_n_rows", 0)
         data.setdefault("mixis_rows", [])
     backend = _stan.select_backend(program.backend)
+    if parallel_chains is not None:
+        _stan._check_counts(parallel_chains, 0, 1)
+    parallel = min(chains, parallel_chains or os.cpu_count() or 1)
     kw = dict(program.fit_kwargs)
     delta = kw.get("adapt_delta") or 0.8
     depth = kw.get("max_treedepth", 10)
@@ -604,7 +612,7 @@ def fit_mixture(
         fit = model.sample(
             chains=chains, seed=seed, warmup=warmup, samples=draws, delta=delta,
             max_depth=depth, refresh=0, inits=opts["inits"], inv_metric=opts["inv_metric"],
-            step_size=opts["step_size"],
+            step_size=opts["step_size"], parallel_chains=parallel,
         )
         out = read_stanli(fit)
     elif backend == "cmdstan":
@@ -612,6 +620,7 @@ def fit_mixture(
             data=_stan._jsonable(data), chains=chains, iter_warmup=warmup, iter_sampling=draws,
             seed=seed, adapt_delta=delta, max_treedepth=depth, show_progress=False,
             sig_figs=18, inits=opts["inits_constrained"], step_size=opts["step_size"],
+            parallel_chains=parallel,
             metric={"inv_metric": opts["inv_metric"].tolist()},
         )
         out = _stan.draws_from_cmdstanpy(result)

@@ -16,6 +16,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 import loo_adapt
+from loo_adapt.api import plan_stages
 from loo_adapt.estimators.base import Context
 from loo_adapt.estimators.focused import FocusedMixIS
 from loo_adapt.estimators.mixis import mixis_loo
@@ -159,6 +160,7 @@ def test_loo_with_a_program_focuses_before_refitting():
         res = loo_adapt.loo(draws, **kw).loo_adapt
         plain = loo_adapt.loo(draws, mixis_focus=False, **kw).loo_adapt
     assert [h["estimator"] for h in res.history] == ["mixis", "mixis_focused", "refit"]
+    assert all(h["seconds"] >= 0 for h in res.history)  # each stage's wall time
     focused = np.array([any(h["estimator"] == "mixis_focused" and h["accepted"][
         np.flatnonzero(h["rows"] == i)[0]] for h in res.history if i in h["rows"])
         for i in range(res.n_obs)])
@@ -211,3 +213,10 @@ def test_fit_mixture_rows_are_checked():
         with pytest.raises(ValueError, match="rows must"):
             program.fit_mixture(draws, rows=bad)
     assert program.data["mixis_n_rows"] == 0 and program.data["mixis_rows"] == []
+
+
+def test_mcse_choice_is_checked():
+    with pytest.raises(ValueError, match="mcse must be one of"):
+        mixis_loo(np.zeros((2, 10, 3)) - 1.0, mcse="batch")
+    with pytest.raises(ValueError, match="mixis_mcse must be one of"):
+        plan_stages(mixis_draws=object(), mixis_mcse="batch")
