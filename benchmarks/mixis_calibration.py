@@ -14,9 +14,9 @@ every chain shares are what PSIS's MCSE cannot see.
     python benchmarks/mixis_calibration.py [--half choose|report|all] [--seeds 1 2 3] [--psis]
                                            [--mcse chains|delta]
 
-``--mcse`` chooses MixIS's pointwise MCSE (`mixis_loo`'s ``mcse``: the delta method inflated by
-the chains' disagreement, the default, or the delta method alone); both rms z are printed per
-benchmark and seed, with the inflation factor.
+``--mcse`` chooses MixIS's pointwise MCSE (`mixis_loo`'s ``mcse``: the delta method, the
+default, or "chains", inflated by the chains' disagreement); with "chains" both rms z are
+printed per benchmark and seed, with the inflation factor.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main(argv=None):
     parser.add_argument("--benchmarks", nargs="*")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--psis", action="store_true")
-    parser.add_argument("--mcse", default="chains", choices=("chains", "delta"))
+    parser.add_argument("--mcse", default="delta", choices=("delta", "chains"))
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     names = benchmark_names(args.half, args.benchmarks)

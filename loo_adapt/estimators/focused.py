@@ -47,7 +47,7 @@ class FocusedMixIS:
     """
 
     max_mcse: float = 0.1
-    mcse: str = "chains"
+    mcse: str = "delta"
     chains: int = 4
     draws: int = 1000
     name: str = "mixis_focused"

@@ -157,12 +157,13 @@ def mixis_log_weights(log_lik):
     return log_ratio, -lse[..., 0]
 
 
-#: pointwise MCSE of `mixis_loo`: "chains" (the delta method inflated by what the chains'
-#: disagreement shows, `chain_inflation`) or "delta" (the delta method alone)
-MCSE_METHODS = ("chains", "delta")
+#: pointwise MCSE of `mixis_loo`: "delta" (the delta method, the default: chosen on the
+#: truth suite's choose half) or "chains" (inflated by what the chains' disagreement shows,
+#: `chain_inflation`)
+MCSE_METHODS = ("delta", "chains")
 
 
-def mixis_loo(log_lik, mcse: str = "chains"):
+def mixis_loo(log_lik, mcse: str = "delta"):
     """Mixture-IS LOO for every observation from one fit of the mixture posterior.
 
     Parameters
@@ -170,8 +171,8 @@ def mixis_loo(log_lik, mcse: str = "chains"):
     log_lik : (S, n) or (chains, draws, n) pointwise log-likelihood evaluated at draws of
         the mixture posterior q(theta) proportional to p(theta | D) sum_j 1/l_j(theta). Pass
         the chain axis to make the MCSE account for autocorrelation.
-    mcse : "chains" (default) multiplies the delta-method MCSE by `chain_inflation`, which
-        the chains' disagreement sets; "delta" keeps the delta method alone.
+    mcse : "delta" (default) the delta method with the chains' multi-chain ESS; "chains"
+        multiplies it by `chain_inflation`, which the chains' disagreement sets.
 
     Returns
     -------
@@ -231,11 +232,14 @@ def chain_inflation(log_lik, elpd_i) -> float:
     ``F_c^2 = C / (C - 1) mean_{c,i} z_ci^2`` (pooled over the observations, which the
     chains share) is about 1 when the delta method holds.  The excess shrinks with the
     sample, so the full sample's factor is ``sqrt(1 + (F_c^2 - 1) / C)``, never below 1.
-    Chosen on a synthetic benchmark with a known answer (one parameter per observation,
-    100 observations, lazy chains with repeat probability 0, 0.5, 0.8, the full mixture
-    and one focused on 8 observations): rms z of the inflated MCSE 0.91-1.18 against
-    1.17-2.05 for the delta method on the full mixture (0.93-1.02 on the focused one;
-    ``tests/estimators/test_focused.py``); its choice on the truth suite is pending.
+    On a synthetic benchmark with a known answer (one parameter per observation, 100
+    observations, lazy chains with repeat probability 0, 0.5, 0.8, the full mixture and one
+    focused on 8 observations) the inflated MCSE has rms z 0.91-1.18 against 1.17-2.05 for
+    the delta method on the full mixture (0.93-1.02 on the focused one;
+    ``tests/estimators/test_focused.py``).  On the truth suite's choose half it is not
+    better (``benchmarks/mixis_calibration.py``, seeds 1-3: rhs_logistic rms z 0.78, 0.91,
+    0.58 against the delta method's 0.91, 1.03, 0.90; logistic_n300 1.34, 1.14, 1.25
+    against 1.40, 1.14, 1.25; t_outliers 1.08-1.09 both), so it is not the default.
 
     Parameters
     ----------
@@ -434,13 +438,13 @@ class MixIS:
     PSIS's MCSE does not see errors every chain of the posterior fit shares, so a
     disagreement of the sums means MixIS alone, with the unexplained disagreement added to
     the total's MCSE (and a warning).  ``pool_khat=None`` keeps MixIS alone on every row.
-    ``mcse`` is that of `mixis_loo` ("chains": the delta method inflated by the chains'
-    disagreement; "delta").
+    ``mcse`` is that of `mixis_loo` ("delta"; "chains": the delta method inflated by the
+    chains' disagreement).
     """
 
     max_mcse: float = 0.1
     pool_khat: float | None = POOL_KHAT
-    mcse: str = "chains"
+    mcse: str = "delta"
     name: str = "mixis"
 
     def __call__(self, ctx, rows):

@@ -77,8 +77,8 @@ def test_focused_mixture_is_calibrated_where_the_full_mixture_is_not(tmp_path):
     """100 observations, autocorrelated chains: over the full mixture each row gets ~1% of the
     draws and the delta-method MCSE is too small (rms z 1.5 over replicates: a sample that
     missed a rare large weight is off and sure of itself); the chains' disagreement sees it
-    (`chain_inflation`), and the focused fit on 8 rows has the right estimate and an honest
-    MCSE (rms z ~ 1 over 50 replicates)."""
+    (`chain_inflation`, mcse="chains"), and the focused fit on 8 rows has the right
+    estimate and an honest delta-method MCSE (rms z ~ 1 over 50 replicates)."""
     y, post_mean, truth = _problem()
     rng = np.random.default_rng(2)
     rows = np.argsort(np.abs(y))[:8]  # the rows the full mixture serves worst (y near 0)
@@ -93,14 +93,13 @@ def test_focused_mixture_is_calibrated_where_the_full_mixture_is_not(tmp_path):
         z_focus.append((est.elpd_i - truth[rows]) / est.mcse_elpd_i)
         if rep < 20:
             full = _chains(y, post_mean, truth, np.arange(y.size), rng)
-            res = mixis_loo(stats.norm.logpdf(y, full, SIG))
+            res = mixis_loo(stats.norm.logpdf(y, full, SIG), mcse="chains")
             z_full.append((res.elpd_i - truth) / res.mcse_elpd_i)
             z_delta.append((res.elpd_i - truth) / res.mcse_delta_i)
             factor.append(res.mcse_inflation)
             np.testing.assert_allclose(res.mcse_elpd_i, res.mcse_inflation * res.mcse_delta_i)
             np.testing.assert_array_equal(
-                mixis_loo(stats.norm.logpdf(y, full, SIG), mcse="delta").mcse_elpd_i,
-                res.mcse_delta_i)
+                mixis_loo(stats.norm.logpdf(y, full, SIG)).mcse_elpd_i, res.mcse_delta_i)
     rms_focus = float(np.sqrt(np.mean(np.square(z_focus))))
     rms_full = float(np.sqrt(np.mean(np.square(z_full))))
     rms_delta = float(np.sqrt(np.mean(np.square(z_delta))))
