@@ -92,16 +92,22 @@ def _with_program(bench, seed, mixture, refit_budget, focus=True):
     (one directory per benchmark, seed and path), so a rerun resumes them: the seconds of the
     resumed refits, as they were measured when made, are added (one after another)."""
     ck = CACHE / f"{bench.name}-refits-{'' if focus else 'nofocus-'}seed{seed}"
-    before = 0.0
+    cached = {}  # row -> seconds of a refit made by an earlier run
     if ck.is_dir():
         for f in ck.glob("*.npz"):
             if not f.name.startswith(".tmp-"):
                 with np.load(f, allow_pickle=False) as z:
-                    before += float(json.loads(str(z["__meta__"])).get("seconds", 0.0))
+                    meta = json.loads(str(z["__meta__"]))
+                    cached[int(meta.get("i", -1))] = float(meta.get("seconds", 0.0))
     res = loo(bench.draws, model=bench.model, program=bench.program, mixis_draws=mixture[0],
               seed=seed, mixis_focus=focus,
               refit_kwargs={"progress": False, "max_refits": refit_budget,
                             "checkpoint": str(ck)}).loo_adapt
+    # only the cached refits this run's refit stage used count (an earlier run with other
+    # settings may have refitted other rows)
+    refitted = {int(i) for rec in res.history if rec["estimator"] == "refit"
+                for i in rec["rows"]}
+    before = sum(s for i, s in cached.items() if i in refitted)
     stages = {"mixture fit": mixture[1]}
     for rec in res.history:
         stages[rec["estimator"]] = stages.get(rec["estimator"], 0.0) + rec.get("seconds", 0.0)
