@@ -13,12 +13,18 @@ package and the CLI run:
                                   mixis_pool_khat=None)        (MixIS alone on every row)
     mixis                     loo(fit, estimator="mixis", mixis_draws=<mixture fit>)
                               (pooled with PSIS where PSIS's k-hat < 1/2)
-    default, with program     loo(fit, model=m, program=p) (MixIS for every row + refits)
+    default, with program     loo(fit, model=m, program=p) (MixIS for every row, a mixture
+                              fit focused on the rows above the MCSE bar, refits)
+    with program, no focus    ... mixis_focus=False (MixIS, then refits: the refit path)
 
 Printed per benchmark and seed: pointwise RMSE to truth (all rows, rows with PSIS k-hat
 above the threshold), max |error_i|, the total's error and the combined Monte Carlo error of
 estimator and truth (MC), rows left unverified, seconds, and the fraction of the cost of
-refitting every observation (one refit timed, times n).  Then, per estimator, over the
+refitting every observation (one refit timed, times n), and the cost in posterior fits
+(``fits``: seconds over the wall time of one posterior fit of the program with the posterior
+draws' chains and draws, timed in the same run); the runs with a program also print each
+stage's seconds in posterior fits (mixture fit, MixIS, focused fit, refits).  Then, per
+estimator, over the
 chosen half: whether the issue's targets hold (total error within 2 MC and RMSE <= MixIS's
 + 0.005 with a program; never worse than PSIS without one).
 
@@ -76,24 +82,47 @@ def estimators(bench, seed, mixture, refit_budget):
         "mixis": lambda: (loo(d, estimator="mixis", mixis_draws=mixture[0], y=y,
                               seed=seed).loo_adapt, mixture[1]),
         "default, with program": lambda: _with_program(bench, seed, mixture, refit_budget),
+        "with program, no focus": lambda: _with_program(bench, seed, mixture, refit_budget,
+                                                        focus=False),
     }
 
 
-def _with_program(bench, seed, mixture, refit_budget):
+def _with_program(bench, seed, mixture, refit_budget, focus=True):
     """The default with a program; its refits are checkpointed under `benchmarks/cache/`
-    (one directory per benchmark and seed), so a rerun resumes them: the seconds of the
+    (one directory per benchmark, seed and path), so a rerun resumes them: the seconds of the
     resumed refits, as they were measured when made, are added (one after another)."""
-    ck = CACHE / f"{bench.name}-refits-seed{seed}"
-    before = 0.0
+    ck = CACHE / f"{bench.name}-refits-{'' if focus else 'nofocus-'}seed{seed}"
+    cached = {}  # row -> seconds of a refit made by an earlier run
     if ck.is_dir():
         for f in ck.glob("*.npz"):
             if not f.name.startswith(".tmp-"):
                 with np.load(f, allow_pickle=False) as z:
-                    before += float(json.loads(str(z["__meta__"])).get("seconds", 0.0))
+                    meta = json.loads(str(z["__meta__"]))
+                    cached[int(meta.get("i", -1))] = float(meta.get("seconds", 0.0))
     res = loo(bench.draws, model=bench.model, program=bench.program, mixis_draws=mixture[0],
-              seed=seed, refit_kwargs={"progress": False, "max_refits": refit_budget,
-                                       "checkpoint": str(ck)}).loo_adapt
+              seed=seed, mixis_focus=focus,
+              refit_kwargs={"progress": False, "max_refits": refit_budget,
+                            "checkpoint": str(ck)}).loo_adapt
+    # only the cached refits this run's refit stage used count (an earlier run with other
+    # settings may have refitted other rows)
+    refitted = {int(i) for rec in res.history if rec["estimator"] == "refit"
+                for i in rec["rows"]}
+    before = sum(s for i, s in cached.items() if i in refitted)
+    stages = {"mixture fit": mixture[1]}
+    for rec in res.history:
+        stages[rec["estimator"]] = stages.get(rec["estimator"], 0.0) + rec.get("seconds", 0.0)
+    stages["refit"] = stages.get("refit", 0.0) + before
+    res.stage_seconds = stages
     return res, mixture[1] + before
+
+
+def _posterior_seconds(bench):
+    """Wall time of one posterior fit of the benchmark's program with its posterior draws'
+    chains and draws (the unit of the cost column)."""
+    t0 = time.perf_counter()
+    bench.program.fit(seed=1, chains=bench.draws.n_chains,
+                      draws=bench.draws.n_samples // bench.draws.n_chains)
+    return time.perf_counter() - t0
 
 
 def main(argv=None):
@@ -116,15 +145,18 @@ def main(argv=None):
         t0 = time.perf_counter()
         bench.program.refit_without(0, seed=1)
         t_refit_all = (time.perf_counter() - t0) * n_all
+        t_post = _posterior_seconds(bench)
         for seed in args.seeds:
             mixture = mixture_fit(bench, seed)  # (draws, seconds of the fit), cached
             psis = None
             rows = ("" if idx.size == n_all else
                     f" (PARTIAL truth: errors over the {idx.size} finished folds of {n_all})")
             print(f"\n== {name} (seed {seed}): n = {n_all}, S = {bench.draws.n_samples}, "
-                  f"truth total {truth[:, 1].sum():.2f}; refit-all {t_refit_all:.0f} s{rows}")
+                  f"truth total {truth[:, 1].sum():.2f}; refit-all {t_refit_all:.0f} s; "
+                  f"posterior fit {t_post:.1f} s{rows}")
             print(f"{'estimator':26s} {'RMSE':>7s} {'RMSE hi':>7s} {'max|e|':>7s} "
-                  f"{'total err':>9s} {'MC':>5s} {'unver.':>6s} {'sec':>6s} {'of refit':>8s}")
+                  f"{'total err':>9s} {'MC':>5s} {'unver.':>6s} {'sec':>6s} {'of refit':>8s} "
+                  f"{'fits':>6s}")
             for label, run in estimators(bench, seed, mixture, args.refit_budget).items():
                 t0 = time.perf_counter()
                 res, extra = run()
@@ -137,11 +169,16 @@ def main(argv=None):
                            rmse_high=float(np.sqrt(np.mean(err[high] ** 2))) if high.any()
                            else 0.0, max_err=float(np.max(np.abs(err))),
                            total=float(err.sum()), mc=_mc_total(res, truth, idx),
-                           unverified=int(res.unreliable.sum()), sec=sec)
+                           unverified=int(res.unreliable.sum()), sec=sec,
+                           fits=sec / t_post)
                 summary.setdefault(label, []).append(rec)
                 print(f"{label:26s} {rec['rmse']:7.4f} {rec['rmse_high']:7.4f} "
                       f"{rec['max_err']:7.3f} {rec['total']:+9.2f} {rec['mc']:5.2f} "
-                      f"{rec['unverified']:6d} {sec:6.1f} {sec / t_refit_all:8.1%}", flush=True)
+                      f"{rec['unverified']:6d} {sec:6.1f} {sec / t_refit_all:8.1%} "
+                      f"{sec / t_post:6.2f}", flush=True)
+                if getattr(res, "stage_seconds", None):
+                    print(f"{'':26s} stages in posterior fits: " + ", ".join(
+                        f"{k} {v / t_post:.2f}" for k, v in res.stage_seconds.items()))
     print(f"\n== targets over {', '.join(names)}, seeds {args.seeds}")
     psis = {(r["bench"], r["seed"]): r for r in summary["psis"]}
     mixis = {(r["bench"], r["seed"]): r for r in summary["mixis"]}
@@ -154,7 +191,8 @@ def main(argv=None):
                          for r in recs)
         print(f"{label:26s} total within 2 MC: {within}/{len(recs)}; worse than PSIS: "
               f"{worse}/{len(recs)}; RMSE <= MixIS + 0.005: {near_mixis}/{len(recs)}; "
-              f"mean seconds {np.mean([r['sec'] for r in recs]):.1f}")
+              f"mean seconds {np.mean([r['sec'] for r in recs]):.1f}; median posterior fits "
+              f"{np.median([r['fits'] for r in recs]):.2f}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from loo_adapt.advice import next_step
 from loo_adapt.entry import build_context
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.base import Context, Stage, run_stages
-from loo_adapt.estimators.mixis import POOL_KHAT, MixIS
+from loo_adapt.estimators.focused import FocusedMixIS
+from loo_adapt.estimators.mixis import MCSE_METHODS, POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
 from loo_adapt.estimators.refit import Refit
@@ -34,12 +35,15 @@ FALLBACKS = ("adaptive", "mm", "mixis", "refit")
 def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
                 fallback=(), transforms=DEFAULT_TRANSFORMS, rho=None, selection="split",
                 certify=True, jacobian="exact", mixis_max_mcse=0.1, refit_kwargs=None,
-                adapt=None, mixis_pool_khat=POOL_KHAT) -> list[Stage]:
+                adapt=None, mixis_pool_khat=POOL_KHAT, mixis_focus=True,
+                mixis_mcse="delta") -> list[Stage]:
     """The stages `loo` folds over, after plain PSIS.
 
     ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
-    truth: with a Stan program or mixture draws, mixture IS for every observation and
-    (budgeted) refits where its MCSE is too large; without them, PSIS plus adaptive IS
+    truth: with a Stan program or mixture draws, mixture IS for every observation, then
+    (with a program, ``mixis_focus``) one mixture fit focused on the rows whose MCSE is too
+    large (`loo_adapt.estimators.focused`), and (budgeted) refits where it still is; without
+    them, PSIS plus adaptive IS
     accepted only where certified (`loo_adapt.estimators.certify`).  Explicit ``fallback``
     estimators run after the primary estimator, in order, on rows still not shown reliable.
     """
@@ -51,6 +55,8 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
         raise ValueError(f"unknown fallback {unknown}; choose from {FALLBACKS}")
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    if mixis_mcse not in MCSE_METHODS:
+        raise ValueError(f"mixis_mcse must be one of {MCSE_METHODS}, got {mixis_mcse!r}")
     has_mixture = program is not None or mixis_draws is not None
     if estimator == "auto":
         if fallback:
@@ -59,6 +65,8 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
             estimator = "mixis"
             if program is not None or (refit_kwargs or {}).get("refit_fn") is not None:
                 fallback = ("refit",)
+            if program is not None and mixis_focus:
+                fallback = ("focused",) + fallback
         else:
             estimator = "adaptive" if model is not None and adapt is not False else "psis"
     if adapt and model is None:
@@ -68,12 +76,13 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     adaptive = AdaptiveIS(transforms=tuple(transforms), rho=None if rho is None else tuple(
         np.atleast_1d(rho)), selection=selection, jacobian=jacobian, certify=certify)
     refit_opts = dict(refit_kwargs or {})
-    mixis = MixIS(max_mcse=mixis_max_mcse, pool_khat=mixis_pool_khat)
+    mixis = MixIS(max_mcse=mixis_max_mcse, pool_khat=mixis_pool_khat, mcse=mixis_mcse)
     make = {
         "adaptive": lambda: Stage(adaptive),
         "mm": lambda: Stage(MomentMatch()),
         "mixis": lambda: Stage(mixis, rows="unchecked", accept="all"),
         "refit": lambda: Stage(Refit(options=refit_opts)),
+        "focused": lambda: Stage(FocusedMixIS(max_mcse=mixis_max_mcse, mcse=mixis_mcse)),
     }
     stages = []
     if estimator == "adaptive":
@@ -112,6 +121,8 @@ def loo(
     seed=None,
     mixis_max_mcse: float = 0.1,
     mixis_pool_khat: float | None = POOL_KHAT,
+    mixis_focus: bool = True,
+    mixis_mcse: str = "delta",
     refit_kwargs: dict | None = None,
     y=None,
     r_eff=None,
@@ -156,6 +167,13 @@ def loo(
         PSIS's Monte Carlo error can be trusted) are pooled with PSIS by inverse variance
         (two independent samples, `loo_adapt.core.pool`; method "mixis+psis"); None keeps
         MixIS alone.
+    mixis_focus : with a program, rows MixIS leaves above ``mixis_max_mcse`` get one more
+        mixture fit focused on their leave-one-out posteriors before any refit
+        (`loo_adapt.estimators.focused`); False goes straight to the refits.
+    mixis_mcse : MixIS's pointwise MCSE, which ``mixis_max_mcse`` is checked against:
+        "delta" (the delta method with the multi-chain ESS; chosen on the truth suite's
+        choose half) or "chains" (inflated by the chains' disagreement,
+        `loo_adapt.estimators.mixis.chain_inflation`).
     refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
         n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
@@ -216,6 +234,7 @@ def loo(
         fallback=fallback, transforms=transforms, rho=rho, selection=selection,
         certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
         refit_kwargs=refit_kwargs, adapt=adapt, mixis_pool_khat=mixis_pool_khat,
+        mixis_focus=bool(mixis_focus), mixis_mcse=mixis_mcse,
     )
     if not isinstance(progress, (bool, np.bool_)):
         raise TypeError(f"progress must be True or False, got {progress!r}")

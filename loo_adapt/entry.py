@@ -20,7 +20,7 @@ from loo_adapt.estimators.mixis import MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.refit import Refit
 
-__all__ = ["as_draws", "build_context", "stages_need_program"]
+__all__ = ["as_draws", "build_context", "focused_sampler", "stages_need_program"]
 
 
 def as_draws(data, method=None, var_names=None) -> Draws:
@@ -95,6 +95,40 @@ def _fit_mixture(program, draws: Draws, seed: int) -> Draws:
                           f"{err}); fitting the mixture from scratch", UserWarning,
                           stacklevel=5)
     return read_draws(flagged.fit(mixis=True, seed=seed))
+
+
+def focused_sampler(program, draws: Draws, seed: int | None, progress: bool):
+    """(rows, chains=, draws=) -> (draws of the mixture of those rows' LOO posteriors, "") or
+    (None, why not): a second, warm-started fit of the program's mixis flag with
+    ``mixis_rows`` (`loo_adapt.estimators.focused`)."""
+    if program is None:
+        return None
+    from loo_adapt.estimators.focused import FOCUS_SEED_OFFSET
+
+    seed = (1 if seed is None else int(seed)) + FOCUS_SEED_OFFSET
+
+    def fit(rows, *, chains=None, draws=None):
+        from loo_adapt.progress import stage_progress
+        from loo_adapt.stan.mixis_program import MixisProgramError, declares_mixis_rows
+
+        try:
+            flagged = program if program.declares_mixis else program.with_mixis()
+        except MixisProgramError as err:
+            return None, f"the program cannot take the mixis flag ({err})"
+        if not declares_mixis_rows(flagged.stan_file.read_text()):
+            return None, (f"{flagged.stan_file.name} declares only the mixis flag, not "
+                          "mixis_n_rows / mixis_rows, so its mixture cannot be focused on "
+                          "these rows")
+        kw = {k: v for k, v in (("chains", chains), ("draws", draws)) if v is not None}
+        try:
+            with stage_progress(f"MixIS: a mixture fit focused on {len(rows)} rows",
+                                enabled=progress):
+                return flagged.fit_mixture(posterior, rows=rows, seed=seed, **kw), ""
+        except Exception as err:  # noqa: BLE001 - any failed fit: the rows go on to refits
+            return None, f"the focused mixture fit failed ({type(err).__name__}: {err})"
+
+    posterior = draws if draws.method == "mcmc" else None
+    return fit
 
 
 def _prior_check_fn(model):
@@ -180,5 +214,6 @@ def build_context(data, *, stages, method=None, var_name=None, reff=None, model=
     return Context(draws=draws, var_name=var_name, r_eff=reff, model=model, program=program,
                    mixture_fn=_mixture_fn(program, mixis_draws, draws, seed, progress),
                    refit_runner=runner,
+                   focused_mixture_fn=focused_sampler(program, draws, seed, progress),
                    prior_check_fn=_prior_check_fn(model), khat_threshold=khat_threshold,
                    seed=None if seed is None else int(seed), progress=bool(progress))

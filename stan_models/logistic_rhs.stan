@@ -1,7 +1,8 @@
 // Logistic regression with a regularized horseshoe prior (Piironen & Vehtari 2017),
 // non-centred (bundled with loo_adapt). has_intercept = 0 drops the intercept.
 // mixis = 1 samples the Silva & Zanella (2023) mixture importance-sampling proposal
-// instead of the posterior: target += log_sum_exp(-log_lik).
+// instead of the posterior: target += log_sum_exp(-log_lik) (over mixis_rows
+// only when mixis_n_rows > 0, 1-based: a focused mixture).
 data {
   int<lower=1> N;
   int<lower=1> D;
@@ -15,6 +16,8 @@ data {
   real<lower=0> slab_scale;
   real<lower=0> slab_df;
   int<lower=0, upper=1> mixis;
+  int<lower=0> mixis_n_rows;
+  array[mixis_n_rows] int<lower=1> mixis_rows;
 }
 parameters {
   array[has_intercept] real beta0;
@@ -39,11 +42,13 @@ model {
   tau ~ student_t(nu_global, 0, scale_global);
   caux ~ inv_gamma(0.5 * slab_df, 0.5 * slab_df);
   if (mixis) {
-    // The mixture proposal needs every pointwise term, not just their sum.
-    vector[N] ll;
-    for (n in 1:N) ll[n] = bernoulli_logit_lpmf(y[n] | eta[n]);
-    target += sum(ll);
-    target += log_sum_exp(-ll);
+    // The mixture proposal needs every pointwise term, not just their sum; with
+    // mixis_n_rows > 0 it mixes only the leave-one-out posteriors of mixis_rows.
+    vector[N] log_lik_local;
+    for (n in 1:N) log_lik_local[n] = bernoulli_logit_lpmf(y[n] | eta[n]);
+    target += sum(log_lik_local);
+    if (mixis_n_rows == 0) target += log_sum_exp(-log_lik_local);
+    else target += log_sum_exp(-log_lik_local[mixis_rows]);
   } else {
     y ~ bernoulli_logit(eta);
   }

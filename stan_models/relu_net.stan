@@ -1,7 +1,8 @@
 // One-hidden-layer ReLU network (width H) for a binary outcome, Gaussian priors on all
 // weights (bundled with loo_adapt): eta = max(X * W1 + b1', 0) * w2 + b2.
 // mixis = 1 samples the Silva & Zanella (2023) mixture importance-sampling proposal
-// instead of the posterior: target += log_sum_exp(-log_lik).
+// instead of the posterior: target += log_sum_exp(-log_lik) (over mixis_rows
+// only when mixis_n_rows > 0, 1-based: a focused mixture).
 data {
   int<lower=1> N;
   int<lower=1> D;
@@ -10,6 +11,8 @@ data {
   array[N] int<lower=0, upper=1> y;
   real<lower=0> prior_sd;
   int<lower=0, upper=1> mixis;
+  int<lower=0> mixis_n_rows;
+  array[mixis_n_rows] int<lower=1> mixis_rows;
 }
 parameters {
   matrix[D, H] W1;
@@ -24,11 +27,13 @@ model {
   w2 ~ normal(0, prior_sd);
   b2 ~ normal(0, prior_sd);
   if (mixis) {
-    // The mixture proposal needs every pointwise term, not just their sum.
-    vector[N] ll;
-    for (n in 1:N) ll[n] = bernoulli_logit_lpmf(y[n] | eta[n]);
-    target += sum(ll);
-    target += log_sum_exp(-ll);
+    // The mixture proposal needs every pointwise term, not just their sum; with
+    // mixis_n_rows > 0 it mixes only the leave-one-out posteriors of mixis_rows.
+    vector[N] log_lik_local;
+    for (n in 1:N) log_lik_local[n] = bernoulli_logit_lpmf(y[n] | eta[n]);
+    target += sum(log_lik_local);
+    if (mixis_n_rows == 0) target += log_sum_exp(-log_lik_local);
+    else target += log_sum_exp(-log_lik_local[mixis_rows]);
   } else {
     y ~ bernoulli_logit(eta);
   }

@@ -41,8 +41,22 @@ NAMES = tuple(_FIXTURES) + tuple(BENCHMARKS)
 #: horseshoe, a ReLU net and a normal-prior logistic regression.
 SPLIT = {
     "choose": ["rhs_logistic", "relu5", "logistic_n300", "t_outliers"],
-    "report": ["rhs_wide", "relu1", "logistic_normal"],
+    "report": ["rhs_wide", "relu1", "logistic_normal", "rhs_microarray"],
 }
+
+
+def has_truth(name: str) -> bool:
+    """Is the brute-force truth of benchmark ``name`` complete (its CSV written)?
+
+    Examples
+    --------
+    >>> has_truth("relu1")
+    True
+    """
+    _check_name(name)
+    if name in _FIXTURES:
+        return (FIXTURES / "truth" / f"{name}.csv").is_file()
+    return BENCHMARKS[name].csv.is_file()
 
 
 def _check_name(name: str) -> None:

@@ -279,6 +279,8 @@ class Context:
         else why it could not be; None: nothing to check.
     refit_runner : ``refit_loo(rows, program, **options)`` (`loo_adapt.stan.refit`), the
         refit machinery, or None.
+    focused_mixture_fn : (rows, chains=, draws=) -> (draws of the mixture focused on those
+        rows, "") or (None, why it cannot be fitted); None without a program.
     y : binary outcomes (LOO probabilities), or None.
     khat_threshold : Pareto k-hat threshold (None: min(1 - 1/log10 S, 0.7)).
     seed : seeds every random choice of the estimators.
@@ -293,6 +295,7 @@ class Context:
     mixture_fn: Any = None
     prior_check_fn: Any = None
     refit_runner: Any = None
+    focused_mixture_fn: Any = None
     y: np.ndarray | None = None
     khat_threshold: float | None = None
     seed: int | None = None
@@ -439,11 +442,14 @@ def _warn_disagreeing(rows, rhat, var_name) -> None:
 
 def run_stages(ctx: Context, result, stages) -> Any:
     """Fold the stages over ``result``: each estimator sees the rows its stage asks for, and
-    `PointwiseLoo.merge` writes what the stage accepts.
+    `PointwiseLoo.merge` writes what the stage accepts.  Each stage's history entry records
+    its wall time (``seconds``, including fits it triggers, e.g. the mixture fit).
 
     Rows whose posterior chains disagree (`Context.chains_disagree`) start unreliable, and
     after the fold only a verification independent of those draws (a refit, MixIS on its
     own mixture draws) leaves them reliable; one warning names them."""
+    import time
+
     flagged = ctx.chains_disagree
     if flagged is not None and flagged[0].size:
         result = _mark_disagreeing(result, *flagged)
@@ -451,9 +457,12 @@ def run_stages(ctx: Context, result, stages) -> Any:
         rows = rows_of(result, stage.rows)
         if rows.size == 0:
             continue
+        t0 = time.perf_counter()
         est = stage.estimator(ctx, rows)
         accept = None if stage.accept == "all" else est.reliable
         result = result.merge(est, accept=accept)
+        if result.history:
+            result.history[-1]["seconds"] = time.perf_counter() - t0
     if flagged is not None and flagged[0].size:
         result = _mark_disagreeing(result, *flagged)
         _warn_disagreeing(flagged[0], flagged[1], ctx.var_name)

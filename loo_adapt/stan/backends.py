@@ -172,7 +172,9 @@ def stan_data(name: str, X, y, **priors) -> dict:
       ``p0`` or ``scale_global``.
     - ``relu_net``: ``H=3`` hidden units, ``prior_sd=1`` for all weights.
 
-    ``mixis`` (0/1, default 0) is always set, because Stan data has no defaults.
+    ``mixis`` (0/1, default 0) is always set, because Stan data has no defaults, and so are
+    ``mixis_n_rows = 0`` and an empty ``mixis_rows`` (a mixture over every observation; see
+    `loo_adapt.stan.mixis_program.fit_mixture` for one focused on some rows).
     """
     name = _canonical_name(name)
     X, y = _check_xy(X, y)
@@ -219,6 +221,7 @@ def stan_data(name: str, X, y, **priors) -> dict:
         data["slab_scale"] = _positive("slab_scale", opts["slab_scale"])
         data["slab_df"] = _positive("slab_df", opts["slab_df"])
     data["mixis"] = int(mixis)
+    data["mixis_n_rows"], data["mixis_rows"] = 0, []  # the mixture over every observation
     return data
 
 

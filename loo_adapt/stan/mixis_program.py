@@ -23,6 +23,7 @@ metric).  ``benchmarks/bench_mixis_fit.py`` measures it against the default mixt
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 
 import numpy as np
@@ -33,7 +34,7 @@ from loo_adapt.stan import stan_source as _src
 from loo_adapt.stan import stanc as _stanc
 
 __all__ = ["MixisProgramError", "add_mixis_flag", "flagged_program_path", "warm_start",
-           "fit_mixture", "FLAG_LINES", "TARGET_LINE"]
+           "fit_mixture", "declares_mixis_rows", "FLAG_LINES", "TARGET_LINE"]
 
 #: the lines at the end of the data block of a program with the mixture-IS flag
 FLAG_LINES = ("int<lower=0, upper=1> mixis;", "int<lower=0> mixis_n_rows;",
@@ -373,6 +374,64 @@ def flagged_program_path(stan_file, log_lik: str = "log_lik"):
     return target
 
 
+# --------------------------------------------------------------------------- focused mixtures
+_ROWS_DECL = re.compile(r"\bint\s*<[^>]*>\s*mixis_n_rows\s*;.*?\bmixis_rows\s*;", re.S)
+
+
+def declares_mixis_rows(code: str) -> bool:
+    """Can the program mix only some observations' leave-one-out posteriors?
+
+    True when its data declare ``int<lower=0> mixis_n_rows;`` and
+    ``array[mixis_n_rows] int<lower=1> mixis_rows;`` (the bundled programs do; a program
+    with only the ``mixis`` flag cannot be focused).
+
+    Parameters
+    ----------
+    code : str
+        Stan program text.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> declares_mixis_rows("data { int<lower=0, upper=1> mixis; }")
+    False
+    >>> declares_mixis_rows("data { int<lower=0> mixis_n_rows; "
+    ...                     "array[mixis_n_rows] int<lower=1> mixis_rows; }")
+    True
+    """
+    return _ROWS_DECL.search(_src.mask(code)) is not None
+
+
+def _rows_data(program, rows) -> dict:
+    """The data entries of a focused mixture over ``rows`` (0-based), or {} for all."""
+    if rows is None:
+        return {}
+    r = np.asarray(rows)
+    if r.ndim != 1 or r.size == 0 or r.dtype.kind not in "iu":
+        raise ValueError(f"rows must be a non-empty 1-D sequence of integers, got {rows!r}")
+    n = program.n_obs
+    if r.min() < 0 or r.max() >= n or np.unique(r).size != r.size:
+        raise ValueError(f"rows must be distinct observation indices in [0, {n}), got {rows!r}")
+    if not declares_mixis_rows(program.stan_file.read_text()):
+        raise ValueError(
+            f"{program.stan_file.name} cannot mix only some rows: its data block must declare "
+            "`int<lower=0> mixis_n_rows;` and `array[mixis_n_rows] int<lower=1> mixis_rows;` "
+            "and its model block add `target += log_sum_exp(-log_lik_local[mixis_rows]);` "
+            "when mixis_n_rows > 0")
+    return {"mixis_n_rows": int(r.size), "mixis_rows": [int(i) + 1 for i in np.sort(r)]}
+
+
+def _with_data(program, extra: dict):
+    import copy
+
+    out = copy.copy(program)
+    out.data = {**program.data, **extra}
+    return out
+
+
 # --------------------------------------------------------------------------- warm start
 def warm_start(program, posterior: Draws, *, chains: int, seed: int = 1) -> dict:
     """Sampler settings for the mixture fit taken from a posterior fit of the same program.
@@ -431,6 +490,8 @@ def fit_mixture(
     warmup: int | None = None,
     draws: int = 1000,
     seed: int = 1,
+    rows=None,
+    parallel_chains: int | None = None,
 ) -> Draws:
     """Draws of the mixture-IS proposal, warm-started from a posterior fit when one is given.
 
@@ -448,6 +509,14 @@ def fit_mixture(
         posterior's metric kept: Stan adapts no metric below 150) and 1000 without.
     seed : int
         Sampler seed.
+    rows : sequence of int or None
+        Observations (0-based) whose leave-one-out posteriors alone are mixed (a *focused*
+        mixture, ``p(theta | D) sum_{i in rows} 1 / l_i(theta)``): sets the data entries
+        ``mixis_n_rows`` / ``mixis_rows`` (1-based), which the program must declare (see
+        :func:`declares_mixis_rows`). None: every observation.
+    parallel_chains : int or None
+        Chains sampled at once (None: every chain, up to the cores), as the posterior fit and
+        the refits (`loo_adapt.stan.backends.fit`).
 
     Returns
     -------
@@ -458,7 +527,10 @@ def fit_mixture(
     --------
     >>> mix = fit_mixture(program, posterior, chains=8, draws=250)  # doctest: +SKIP
     """
+    focus = _rows_data(program, rows)
     if posterior is None:
+        if focus:
+            program = _with_data(program, focus)
         return program.fit(mixis=True, seed=seed, chains=chains, draws=draws,
                            warmup=1000 if warmup is None else warmup)
     if not program.declares_mixis:
@@ -469,11 +541,21 @@ def fit_mixture(
     opts = warm_start(program, posterior, chains=chains, seed=seed)
     data = dict(program.data)
     data["mixis"] = 1
+    if focus:
+        data.update(focus)
+    elif declares_mixis_rows(program.stan_file.read_text()):
+        data.setdefault("mixis_n_rows", 0)
+        data.setdefault("mixis_rows", [])
     backend = _stan.select_backend(program.backend)
+    if parallel_chains is not None:
+        _stan._check_counts(parallel_chains, 0, 1)
+    parallel = min(chains, parallel_chains or os.cpu_count() or 1)
     kw = dict(program.fit_kwargs)
     delta = kw.get("adapt_delta") or 0.8
     depth = kw.get("max_treedepth", 10)
-    source = (f"{backend} NUTS fit of {program.stan_file.name}, mixis proposal warm-started "
+    what = (f"focused mixis proposal ({len(focus['mixis_rows'])} rows)" if focus
+            else "mixis proposal")
+    source = (f"{backend} NUTS fit of {program.stan_file.name}, {what} warm-started "
               f"from the posterior: {chains} chains x {draws} draws after {warmup} warm-up, "
               f"seed {seed}")
     if backend == "stanli":
@@ -486,7 +568,7 @@ def fit_mixture(
         fit = model.sample(
             chains=chains, seed=seed, warmup=warmup, samples=draws, delta=delta,
             max_depth=depth, refresh=0, inits=opts["inits"], inv_metric=opts["inv_metric"],
-            step_size=opts["step_size"],
+            step_size=opts["step_size"], parallel_chains=parallel,
         )
         out = read_stanli(fit)
     elif backend == "cmdstan":
@@ -496,6 +578,7 @@ def fit_mixture(
                 iter_sampling=draws, seed=seed, adapt_delta=delta, max_treedepth=depth,
                 show_progress=False, sig_figs=18, inits=opts["inits_constrained"],
                 step_size=opts["step_size"], metric="diag_e", inv_metric=opts["inv_metric"],
+                parallel_chains=parallel,
             )
         out = _stan.draws_from_cmdstanpy(result)
     else:

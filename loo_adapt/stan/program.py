@@ -370,14 +370,16 @@ class StanProgram:
         return _combine_chains([done[c] for c in sorted(done)])
 
     def refit_without(self, i, *, seed: int, chains: int = 4, draws: int = 1000,
-                      warmup: int = 1000, parallel_chains: int | None = None) -> Draws:
+                      warmup: int = 1000, parallel_chains: int | None = None,
+                      adapt_delta: float | None = None) -> Draws:
         """Exact LOO refit: NUTS on the data without observation ``i`` (or rows ``i``).
 
         ``parallel_chains`` caps the chains run at once (None: the backend's default), so
-        that refits running side by side do not oversubscribe the cores.
+        that refits running side by side do not oversubscribe the cores; ``adapt_delta``
+        overrides ``fit_kwargs``'s (the rerun of a refit with divergent transitions).
         """
         data = self.data_without(i)
-        opts = self._fit_options({})
+        opts = self._fit_options({} if adapt_delta is None else {"adapt_delta": adapt_delta})
         if parallel_chains is not None:
             opts["parallel_chains"] = parallel_chains
         return _stan.fit(self.stan_file, data, seed=seed, chains=chains, draws=draws,
@@ -548,7 +550,8 @@ class StanProgram:
         seed : int
             Sampler seed.
         **kw
-            ``chains``, ``draws``, ``warmup`` of
+            ``chains``, ``draws``, ``warmup``, ``rows`` (a mixture focused on those
+            observations' leave-one-out posteriors) of
             `loo_adapt.stan.mixis_program.fit_mixture`.
 
         Returns

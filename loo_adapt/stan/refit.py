@@ -30,8 +30,10 @@ SIGINT and SIGTERM stop every worker and re-raise; what finished is in the check
 Convergence.  Every refit is checked: divergent transitions (from the sampler's
 diagnostics, when the refit is a fit of ``program``), rank-normalised split R-hat and bulk ESS
 of the held-out log-likelihood draws.  A refit that fails the check is run once more with
-twice the warm-up and draws (``program`` refits) and, if it fails again (or cannot be rerun
-longer: ``refit_fn``), is reported unverified with the reason, never "reliable".
+twice the warm-up and draws (``program`` refits; after divergent transitions also with
+``adapt_delta = RETRY_ADAPT_DELTA``, recorded in ``RefitResult.rerun``) and, if it fails
+again (or cannot be rerun longer: ``refit_fn``), is reported unverified with the reason,
+never "reliable".
 
 Monte Carlo error.  ``elpd_i = log mean_s exp(ll_s)``; by the delta method its standard
 error is ``sd(exp(ll)) / (mean(exp(ll)) sqrt(ESS))``, computed as ``sd(r) / sqrt(ESS)`` with
@@ -65,6 +67,9 @@ logger = logging.getLogger("loo_adapt.stan.refit")
 _WRAPPER_METHODS = ("sel_observations", "sample", "get_inference_data", "log_likelihood__i")
 #: seed offset of the longer rerun of a refit that did not converge
 RETRY_SEED_OFFSET = 1_000_003
+#: target acceptance of the rerun of a refit that had divergent transitions (smaller steps:
+#: a horseshoe's funnel is where a few divergences come from)
+RETRY_ADAPT_DELTA = 0.99
 # --------------------------------------------------------------------------------------------
 # array core: one observation's held-out draws -> elpd, MCSE, ESS
 # --------------------------------------------------------------------------------------------
@@ -179,6 +184,8 @@ class RefitResult:
         (starting the worker processes, compiling, sending the job): not part of the
         estimate, which is per refit.
     log_lik : the held-out log-likelihood draws (chains, draws) per index, None if not refitted.
+    rerun : per row, "" or how the estimate's refit was rerun after failing the convergence
+        check (longer warm-up and draws; after divergences a higher adapt_delta).
     """
 
     indices: np.ndarray
@@ -204,9 +211,12 @@ class RefitResult:
     parallel_chains: int = 0
     wall_seconds: float = 0.0
     startup_seconds: float = 0.0
+    rerun: np.ndarray | None = None
 
     def __post_init__(self):
         k = len(self.indices)
+        if self.rerun is None:
+            self.rerun = np.full(k, "", dtype=object)
         if self.reliable is None:
             self.reliable = np.asarray(self.refitted, dtype=bool).copy()
         if self.reason is None:
@@ -348,20 +358,22 @@ class _Job:
     warmup: int = 1000
     parallel_chains: int | None = None
 
-    def __call__(self, i: int, seed: int, scale: int = 1) -> dict:
+    def __call__(self, i: int, seed: int, scale: int = 1, adapt_delta=None) -> dict:
         t0 = time.perf_counter()
         try:
-            ll, n_div = self._heldout(i, seed, scale)
+            ll, n_div = self._heldout(i, seed, scale, adapt_delta)
         except Exception as err:
             err.add_note(f"(while refitting without observation {i}, seed {seed})")
             raise
         return {"log_lik": ll, "seconds": time.perf_counter() - t0, "n_divergent": n_div}
 
-    def _heldout(self, i: int, seed: int, scale: int) -> tuple[np.ndarray, int]:
+    def _heldout(self, i: int, seed: int, scale: int, adapt_delta=None
+                 ) -> tuple[np.ndarray, int]:
         if self.refit_fn is None:
+            extra = {} if adapt_delta is None else {"adapt_delta": adapt_delta}
             fit = self.program.refit_without(
                 i, seed=seed, chains=self.chains, draws=self.draws * scale,
-                warmup=self.warmup * scale, parallel_chains=self.parallel_chains)
+                warmup=self.warmup * scale, parallel_chains=self.parallel_chains, **extra)
             ll = self.program.heldout_log_lik(fit, i).reshape(fit.shape)
             return _as_chains(ll, i), _n_divergent(fit)
         if _is_wrapper(self.refit_fn):
@@ -376,8 +388,8 @@ class _Job:
         return _as_chains(ll, i), -1
 
 
-def _run(job: _Job, i: int, seed: int, scale: int = 1) -> dict:
-    return job(i, seed, scale)
+def _run(job: _Job, i: int, seed: int, scale: int = 1, adapt_delta=None) -> dict:
+    return job(i, seed, scale, adapt_delta)
 
 
 def _progress_bar(total: int, enabled: bool, desc: str = "LOO refits"):
@@ -607,7 +619,7 @@ def refit_loo(
     start = time.perf_counter()
     pos_of = {int(i): p for p, i in enumerate(idx)}
 
-    def store(pos, out, seed_used, attempts, reason="", save=True):
+    def store(pos, out, seed_used, attempts, reason="", save=True, rerun=""):
         i = int(idx[pos])
         ll = out["log_lik"]
         elpd, mcse, ess = heldout_elpd(ll)
@@ -625,13 +637,15 @@ def refit_loo(
         res.reliable[pos] = not reason
         res.reason[pos] = reason
         res.status[pos] = "unconverged" if reason else "ok"
+        res.rerun[pos] = rerun
         if y is not None:
             p = math.exp(elpd)
             res.loo_prob[pos] = p if y[i] == 1 else 1.0 - p
         if save and ck is not None:
             ck.save(f"obs_{i}", {"log_lik": ll},
                     {"i": i, "seconds": out["seconds"], "n_divergent": out["n_divergent"],
-                     "seed": seed_used, "attempts": attempts, "reason": reason})
+                     "seed": seed_used, "attempts": attempts, "reason": reason,
+                     "rerun": rerun})
 
     # resume: rows a previous run finished
     if ck is not None:
@@ -640,7 +654,8 @@ def refit_loo(
             if key.startswith("obs_") and i in pos_of:
                 store(pos_of[i], {"log_lik": arrays["log_lik"], "seconds": meta["seconds"],
                                   "n_divergent": meta["n_divergent"]},
-                      meta["seed"], meta["attempts"], meta["reason"], save=False)
+                      meta["seed"], meta["attempts"], meta["reason"], save=False,
+                      rerun=meta.get("rerun", ""))
         if res.refitted.any():
             logger.info("refit_loo: %d refit(s) resumed from %s", res.n_refitted, checkpoint)
 
@@ -653,13 +668,13 @@ def refit_loo(
     job = _Job(program=job_program if use_program else None, refit_fn=refit_fn,
                chains=chains, draws=draws, warmup=warmup, parallel_chains=parallel)
 
-    def task(pos, attempt=0, scale=1):
+    def task(pos, attempt=0, scale=1, delta=None):
         i = int(idx[pos])
         s = seed + i + RETRY_SEED_OFFSET * (scale > 1)
-        return (pos, attempt, scale, s), _run, (job, i, s, scale)
+        return (pos, attempt, scale, s, delta), _run, (job, i, s, scale, delta)
 
     def on_result(key, kind, value):
-        pos, attempt, scale, s = key
+        pos, attempt, scale, s, delta = key
         i = int(idx[pos])
         if kind == "ok":
             try:
@@ -667,15 +682,21 @@ def refit_loo(
                                                  max_rhat=max_rhat, min_ess=min_ess)
                 if (reason and check_convergence and retry_unconverged and use_program
                         and scale == 1):
+                    delta = _retry_delta(program, value["n_divergent"])
                     logger.info("refit_loo: observation %d %s; refitting with %d warm-up and "
-                                "%d draws", i, reason, 2 * warmup, 2 * draws)
-                    return [task(pos, attempt + 1, 2)]
-                store(pos, value, s, attempt + 1)
+                                "%d draws%s", i, reason, 2 * warmup, 2 * draws,
+                                "" if delta is None else f", adapt_delta {delta:g}")
+                    return [task(pos, attempt + 1, 2, delta)]
+                rerun = "" if scale == 1 else (
+                    f"rerun with {2 * warmup} warm-up and {2 * draws} draws"
+                    + ("" if delta is None else f" at adapt_delta {delta:g} (after divergent "
+                       "transitions)"))
+                store(pos, value, s, attempt + 1, rerun=rerun)
             except ValueError as err:  # NaN / +inf / all -inf held-out draws
                 fail(pos, "error", f"{err} (observation {i}, seed {s})")
         elif kind == "died" and attempt == 0:
             logger.warning("refit_loo: the worker refitting observation %d died; retrying", i)
-            return [task(pos, attempt + 1, scale)]
+            return [task(pos, attempt + 1, scale, delta)]
         else:
             fail(pos, kind, value)
         if bar is not None:
@@ -746,7 +767,7 @@ def refit_loo(
             if todo:
                 left = _pool.run_tasks([task(p) for p in todo], pool, on_result=on_result,
                                        timeout=timeout, stop=out_of_time, **limits)
-                for pos, _, _, _ in left:
+                for pos, *_ in left:
                     res.reason[pos] = f"not refitted: max_seconds={max_seconds:g}"
     except KeyboardInterrupt:
         saved = f"; the {res.n_refitted} finished are saved in {checkpoint}" if ck else ""
@@ -774,6 +795,15 @@ def refit_loo(
     res.wall_seconds = time.perf_counter() - start
     _warn_unverified(res, "refit", stacklevel=3)
     return res
+
+
+def _retry_delta(program, n_divergent: int):
+    """adapt_delta of the rerun of a refit with ``n_divergent`` divergent transitions (None:
+    no divergences, keep the program's)."""
+    if n_divergent <= 0:
+        return None
+    current = (getattr(program, "fit_kwargs", None) or {}).get("adapt_delta") or 0.8
+    return max(float(current), RETRY_ADAPT_DELTA)
 
 
 def _warn_unverified(res, what: str, stacklevel: int) -> None:

@@ -485,6 +485,54 @@ def test_short_program_refit_is_rerun_longer_then_reported(program):
     assert out.reason[46].startswith("not converged")
 
 
+class FunnelProgram(SleepyProgram):
+    """A fake backend whose refits have DIVERGENT divergent transitions unless adapt_delta is
+    at least CURES (a horseshoe's funnel: smaller steps pass it)."""
+
+    COMPILE, REFIT = 0.0, 0.0
+    DIVERGENT, CURES = 2, 0.99
+    calls: list = []
+
+    def refit_without(self, i, *, seed, chains=4, draws=1000, warmup=1000,
+                      parallel_chains=None, adapt_delta=None):
+        FunnelProgram.calls.append((i, warmup, draws, adapt_delta))
+        fit = super().refit_without(i, seed=seed, chains=chains, draws=draws, warmup=warmup)
+        div = np.zeros((chains, draws))
+        if adapt_delta is None or adapt_delta < self.CURES:
+            div[0, :self.DIVERGENT] = 1
+        fit.sample_stats["divergent__"] = div
+        return fit
+
+
+def test_divergent_refit_reruns_at_higher_adapt_delta_and_passes(program):
+    FunnelProgram.calls = []
+    fake = FunnelProgram(BUNDLED, program.data, backend="stanli")
+    res = refit_loo([4, 7], fake, chains=2, draws=300, warmup=200, n_jobs=1, progress=False)
+    # each row: the first refit (2 divergences), then one rerun at adapt_delta 0.99 with
+    # twice the warm-up and draws, which passes
+    assert FunnelProgram.calls == [(4, 200, 300, None), (4, 400, 600, 0.99),
+                                   (7, 200, 300, None), (7, 400, 600, 0.99)]
+    assert res.reliable.all() and res.status.tolist() == ["ok", "ok"]
+    assert res.n_divergent.tolist() == [0, 0] and res.n_samples.tolist() == [1200, 1200]
+    assert all("adapt_delta 0.99" in r and "divergent" in r for r in res.rerun)
+    assert res.seeds.tolist() == [4 + refit_mod.RETRY_SEED_OFFSET, 7 + refit_mod.RETRY_SEED_OFFSET]
+    exact = stats.norm.logpdf(0.5, scale=np.sqrt(2.0))  # N(0.5 | mu, 1), mu ~ N(0, 1)
+    assert np.all(np.abs(res.elpd_i - exact) < 4 * res.mcse_elpd_i)
+
+
+def test_divergences_that_persist_leave_the_row_unverified_with_both_attempts_recorded(program):
+    FunnelProgram.calls = []
+    fake = FunnelProgram(BUNDLED, program.data, backend="stanli", fit_kwargs={"adapt_delta": 0.995})
+    fake.CURES = 1.1  # nothing cures it
+    with pytest.warns(UserWarning, match="unverified"):
+        res = refit_loo([3], fake, chains=2, draws=300, warmup=200, n_jobs=1, progress=False)
+    # the program's own adapt_delta is above 0.99: the rerun keeps it, never lowers it
+    assert [c[3] for c in FunnelProgram.calls] == [None, 0.995]
+    assert not res.reliable[0] and res.status[0] == "unconverged"
+    assert "2 divergent transition(s)" in res.reason[0]
+    assert "adapt_delta 0.995" in res.rerun[0]
+
+
 # ------------------------------------------------------------------------------- MixIS chains
 class _NoSubmit:
     """An 'executor' that must not be used (everything is in the checkpoint)."""

@@ -73,7 +73,10 @@ def test_bundled_programs_exist_and_declare_log_lik_and_mixis():
         text = path.read_text()
         assert "vector[N] log_lik;" in text
         assert "int<lower=0, upper=1> mixis;" in text
-        assert "log_sum_exp(-ll)" in text
+        assert "int<lower=0> mixis_n_rows;" in text
+        assert "array[mixis_n_rows] int<lower=1> mixis_rows;" in text
+        assert "if (mixis_n_rows == 0) target += log_sum_exp(-log_lik_local);" in text
+        assert "else target += log_sum_exp(-log_lik_local[mixis_rows]);" in text
     assert ls.stan_model_path("rhs_logistic") == ls.stan_model_path("logistic_rhs")
     with pytest.raises(ValueError, match="unknown bundled model"):
         ls.stan_model_path("probit")
@@ -88,7 +91,8 @@ def test_same_parameter_names_as_fixture_programs():
     for name, fixture in pairs:
         data = ls._jsonable(ls.stan_data(name, X, y))
         bundled = stanli.Model(str(ls.stan_model_path(name)), data=data)
-        del data["mixis"]
+        for key in ("mixis", "mixis_n_rows", "mixis_rows"):
+            del data[key]
         fixture_model = stanli.Model(str(FIXTURES / f"{fixture}.stan"), data=data)
         assert bundled.constrained_names == fixture_model.constrained_names
         assert bundled.n_unconstrained == fixture_model.n_unconstrained
@@ -168,6 +172,15 @@ def test_mixis_flag_adds_log_sum_exp_of_minus_log_lik(name):
         ll = _ref_loglik(_ref_eta(name, params, X), y)[0]
         np.testing.assert_allclose(diff, logsumexp(-ll), rtol=1e-10)
         assert diff > 0.5  # the flag really changes the target
+    # focused on rows 2 and 7 (1-based 3, 8): log sum over those rows only
+    bm2 = stanli.bridgestan_model(path, data=ls._jsonable(dict(
+        data, mixis=1, mixis_n_rows=2, mixis_rows=[3, 8])))
+    q = rng.normal(scale=0.7, size=bm0.param_unc_num())
+    params = _flat(ls.draws_from_columns(bm0.param_names(include_tp=True),
+                                         bm0.param_constrain(q, include_tp=True)[None, None]))
+    ll = _ref_loglik(_ref_eta(name, params, X), y)[0]
+    np.testing.assert_allclose(bm2.log_density(q) - bm0.log_density(q),
+                               logsumexp(-ll[[2, 7]]), rtol=1e-10)
 
 
 def test_mixis_fit_sets_flag_and_rejects_programs_without_it(tmp_path):

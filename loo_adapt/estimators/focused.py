@@ -1,0 +1,119 @@
+"""Focused mixture IS: one more mixture fit for the rows the first one left unverified.
+
+The mixture posterior of `loo_adapt.estimators.mixis` spreads its draws over every
+observation's leave-one-out posterior, so an observation whose LOO posterior is far from
+the others gets few draws and a large Monte Carlo error.  For the rows ``R`` that miss the
+MCSE bar, a second fit of the program samples
+
+    q_R(theta)  proportional to  p(theta | D) * sum_{i in R} 1 / l_i(theta)
+
+(the program's ``mixis_rows``), warm-started from the posterior fit like the first.  For
+``i`` in ``R``, p(theta | D_-i) / q_R(theta) is proportional to
+
+    w_i(theta) = (1 / l_i(theta)) / sum_{j in R} (1 / l_j(theta))   (self-normalised),
+
+which is `loo_adapt.estimators.mixis.mixis_log_weights` of the columns ``R``: the estimate,
+its MCSE and the LOO probabilities are `mixis_loo` / `mixis_loo_prob` of those columns
+(``|R| = 1`` samples the LOO posterior itself: the weights are all one).  One fit verifies
+what would otherwise take ``|R|`` refits; refits follow only for rows that still miss.
+
+A program that declares only the ``mixis`` flag cannot be focused: the stage is skipped,
+each row recording why, and the rows go on to the refits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["FocusedMixIS", "FOCUS_SEED_OFFSET"]
+
+#: seed of the focused fit: the first mixture fit's seed plus this
+FOCUS_SEED_OFFSET = 7919
+
+
+@dataclass(frozen=True)
+class FocusedMixIS:
+    """A mixture fit over the asked rows' leave-one-out posteriors only (see the module).
+
+    Parameters
+    ----------
+    max_mcse : a row is verified where its MCSE is at most this (backed by at least
+        `loo_adapt.estimators.mixis.MIN_DRAWS` draws and ``MIN_ESS`` effective draws).
+    mcse : the pointwise MCSE of `loo_adapt.estimators.mixis.mixis_loo`.
+    chains, draws : of the focused fit (its warm-up: that of
+        `loo_adapt.stan.mixis_program.fit_mixture`, 100 iterations after a warm start).
+    """
+
+    max_mcse: float = 0.1
+    mcse: str = "delta"
+    chains: int = 4
+    draws: int = 1000
+    name: str = "mixis_focused"
+
+    def _skip(self, rows, why):
+        from loo_adapt.estimators.base import Estimate
+
+        return Estimate.make(self.name, rows, np.nan, np.nan, False, method="mixis",
+                             reason=f"focused MixIS skipped: {why}")
+
+    def __call__(self, ctx, rows):
+        from loo_adapt.estimators.base import Estimate, RowDraws
+        from loo_adapt.estimators.mixis import (
+            MIN_DRAWS,
+            MIN_ESS,
+            bernoulli_log_p1,
+            mixis_loo,
+            mixis_loo_prob,
+            mixture_draws_check,
+        )
+
+        rows = np.asarray(rows, dtype=np.int64)
+        n = ctx.log_lik.shape[1]
+        fit, why = self._fit(ctx, rows, n)
+        if fit is None:
+            return self._skip(rows, why)
+        ll = fit.log_lik(ctx.var_name)
+        if ll.reshape(fit.n_samples, -1).shape[1] != n:
+            return self._skip(rows, f"the focused fit has {ll.reshape(fit.n_samples, -1).shape[1]}"
+                                    f" observations, the LOO has {n}")
+        sub = ll.reshape(fit.n_chains, -1, n)[..., rows]
+        if not ctx.draws.is_approximate:
+            ok_draws, why, _ = mixture_draws_check(ctx.log_lik[:, rows],
+                                                   sub.reshape(-1, rows.size))
+            if not ok_draws:
+                return self._skip(rows, why)
+        est = mixis_loo(sub, mcse=self.mcse)
+        prob = p1 = None
+        if ctx.y is not None:
+            log_p1 = bernoulli_log_p1(sub, ctx.y[rows])
+            prob = mixis_loo_prob(sub, log_p1)
+            p1 = np.exp(log_p1.reshape(-1, rows.size))
+            p1.setflags(write=False)
+        lw = est.log_weights
+        lw.setflags(write=False)
+        records = [RowDraws("mixture", lw[:, j], None if p1 is None else p1[:, j], draws=fit,
+                            column=int(i)) for j, i in enumerate(rows)]
+        enough = (est.n_samples >= MIN_DRAWS) & (est.ess_mcse >= MIN_ESS)
+        ok = (est.mcse_elpd_i <= self.max_mcse) & enough
+        reason = np.array([
+            "" if good else (
+                f"focused MixIS MCSE {m:.2f} > {self.max_mcse:.2f}" if e else
+                f"focused MixIS draws too few: ({est.n_samples} draws, ESS {s:.0f}; "
+                f"need {MIN_DRAWS} and {MIN_ESS:.0f})")
+            for good, m, e, s in zip(ok, est.mcse_elpd_i, enough, est.ess_mcse)], dtype=object)
+        return Estimate.make(
+            self.name, rows, est.elpd_i, est.mcse_elpd_i, ok, diagnostic=est.ess,
+            method="mixis", loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
+            reason=reason, row_draws=records)
+
+    def _fit(self, ctx, rows, n):
+        """(draws of the focused mixture, "") or (None, why it cannot be fitted); the fit
+        itself is the verb layer's (``Context.focused_mixture_fn``)."""
+        if ctx.focused_mixture_fn is None:
+            return None, "no Stan program"
+        if rows.size >= n:
+            return None, ("every row missed the bar: a fit focused on all of them is the "
+                          "mixture fit again")
+        return ctx.focused_mixture_fn(rows, chains=self.chains, draws=self.draws)

@@ -1,0 +1,229 @@
+"""Focused mixture IS (loo_adapt.estimators.focused): one mixture fit over the leave-one-out
+posteriors of the rows the first mixture left unverified.
+
+Oracles: a model with one parameter per observation, whose LOO predictive densities and
+mixture posteriors (full and focused) are known in closed form and sampled exactly; the
+CmdStan fixture's brute-force truth (54 refits of 4 x 4000 draws) through ``loo()``.
+"""
+
+import json
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import logsumexp
+
+import loo_adapt
+from loo_adapt.api import plan_stages
+from loo_adapt.estimators.base import Context
+from loo_adapt.estimators.focused import FocusedMixIS
+from loo_adapt.estimators.mixis import mixis_loo
+from loo_adapt.io.readers import read_csv, read_dict
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "cmdstan"
+
+# ---- y_i ~ N(theta_i, SIG), theta_i ~ N(0, TAU): p(y_i | y_-i) = N(y_i | 0, SIG^2 + TAU^2),
+# the LOO posterior of i has theta_i from the prior and every other theta_j from its posterior
+SIG, TAU = 1.0, 2.0
+POST_SD = 1.0 / np.sqrt(1.0 / SIG**2 + 1.0 / TAU**2)
+
+
+def _problem(n=100, seed=1):
+    rng = np.random.default_rng(seed)
+    y = rng.normal(0.0, np.hypot(SIG, TAU), n)
+    y[:3] *= 2.5
+    return y, y * POST_SD**2 / SIG**2, stats.norm.logpdf(y, 0.0, np.hypot(SIG, TAU))
+
+
+def _chains(y, post_mean, truth, rows, rng, chains=4, draws=1000, stay=0.5):
+    """Exact autocorrelated draws of the mixture over ``rows``' LOO posteriors (weights
+    proportional to 1 / p(y_i | y_-i)): a lazy chain that repeats its state with
+    probability ``stay`` and otherwise draws afresh, so its stationary law is the mixture."""
+    n, S = y.size, chains * draws
+    p = np.exp(-truth[rows] - logsumexp(-truth[rows]))
+    comp = rows[rng.choice(rows.size, size=S, p=p)]
+    theta = rng.normal(post_mean, POST_SD, size=(S, n))
+    theta[np.arange(S), comp] = rng.normal(0.0, TAU, S)
+    theta = theta.reshape(chains, draws, n)
+    repeat = rng.uniform(size=(chains, draws)) < stay
+    idx = np.tile(np.arange(draws), (chains, 1))
+    for t in range(1, draws):
+        idx[:, t] = np.where(repeat[:, t], idx[:, t - 1], t)
+    return np.take_along_axis(theta, idx[..., None], axis=1)
+
+
+class _ExactProgram:
+    """A program whose focused mixture fit draws exactly from the focused mixture."""
+
+    declares_mixis = True
+
+    def __init__(self, y, post_mean, truth, tmp_path, seed):
+        self.y, self.post_mean, self.truth, self.seed = y, post_mean, truth, seed
+        self.asked = []
+        self.stan_file = tmp_path / "exact.stan"
+        self.stan_file.write_text("data { int<lower=0> mixis_n_rows; "
+                                  "array[mixis_n_rows] int<lower=1> mixis_rows; }")
+
+    def fit_mixture(self, posterior, *, rows, seed, chains, draws):
+        self.asked.append(np.asarray(rows).tolist())
+        rng = np.random.default_rng(self.seed)
+        theta = _chains(self.y, self.post_mean, self.truth, np.asarray(rows), rng)
+        return read_dict({"log_lik": stats.norm.logpdf(self.y, theta, SIG)}, method="mcmc")
+
+
+def _ctx(posterior, prog=None, seed=None):
+    """The context the verb layer builds: the focused fit handed over as a function."""
+    from loo_adapt.entry import focused_sampler
+
+    return Context(draws=posterior, program=prog, seed=seed,
+                   focused_mixture_fn=focused_sampler(prog, posterior, seed, False))
+
+
+def test_focused_mixture_is_calibrated_where_the_full_mixture_is_not(tmp_path):
+    """100 observations, autocorrelated chains: over the full mixture each row gets ~1% of the
+    draws and the delta-method MCSE is too small (rms z 1.5 over replicates: a sample that
+    missed a rare large weight is off and sure of itself); the chains' disagreement sees it
+    (`chain_inflation`, mcse="chains"), and the focused fit on 8 rows has the right
+    estimate and an honest delta-method MCSE (rms z ~ 1 over 50 replicates)."""
+    y, post_mean, truth = _problem()
+    rng = np.random.default_rng(2)
+    rows = np.argsort(np.abs(y))[:8]  # the rows the full mixture serves worst (y near 0)
+    theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, y.size))
+    posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
+    z_focus, z_full, z_delta, factor = [], [], [], []
+    for rep in range(50):
+        prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=100 + rep)
+        ctx = _ctx(posterior, prog, seed=rep)
+        est = FocusedMixIS(max_mcse=0.1)(ctx, rows)
+        assert prog.asked == [rows.tolist()]
+        z_focus.append((est.elpd_i - truth[rows]) / est.mcse_elpd_i)
+        if rep < 20:
+            full = _chains(y, post_mean, truth, np.arange(y.size), rng)
+            res = mixis_loo(stats.norm.logpdf(y, full, SIG), mcse="chains")
+            z_full.append((res.elpd_i - truth) / res.mcse_elpd_i)
+            z_delta.append((res.elpd_i - truth) / res.mcse_delta_i)
+            factor.append(res.mcse_inflation)
+            np.testing.assert_allclose(res.mcse_elpd_i, res.mcse_inflation * res.mcse_delta_i)
+            np.testing.assert_array_equal(
+                mixis_loo(stats.norm.logpdf(y, full, SIG)).mcse_elpd_i, res.mcse_delta_i)
+    rms_focus = float(np.sqrt(np.mean(np.square(z_focus))))
+    rms_full = float(np.sqrt(np.mean(np.square(z_full))))
+    rms_delta = float(np.sqrt(np.mean(np.square(z_delta))))
+    assert 0.8 <= rms_focus <= 1.2, rms_focus
+    assert rms_delta > 1.3, rms_delta  # the failure the focused fit exists for
+    assert 0.8 <= rms_full <= 1.25, (rms_full, np.median(factor))
+    assert min(factor) > 1.2
+    assert est.reliable.all() and set(est.verified_by) == {"mixis_mcse"}
+    assert set(est.method) == {"mixis"} and est.estimator == "mixis_focused"
+    rec = est.row_draws[0]
+    assert rec.source == "mixture" and rec.column == rows[0]
+    np.testing.assert_allclose(logsumexp(rec.log_weights), 0.0, atol=1e-12)
+
+
+def test_focused_stage_skips_with_reasons(tmp_path):
+    y, post_mean, truth = _problem(n=10)
+    theta = np.random.default_rng(0).normal(post_mean, POST_SD, size=(2, 300, 10))
+    posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta, SIG)}, method="mcmc")
+    prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=1)
+    est = FocusedMixIS()(_ctx(posterior, prog), np.arange(10))
+    assert not est.reliable.any() and "every row" in est.reason[0] and prog.asked == []
+    prog.stan_file.write_text("data { int<lower=0, upper=1> mixis; }")
+    est = FocusedMixIS()(_ctx(posterior, prog), np.array([1, 4]))
+    assert not est.reliable.any() and np.isnan(est.elpd_i).all()
+    assert "declares only the mixis flag" in est.reason[1] and prog.asked == []
+    est = FocusedMixIS()(_ctx(posterior), np.array([1]))
+    assert "no Stan program" in est.reason[0]
+    # draws that are not the focused mixture (the posterior itself) are refused
+    prog.stan_file.write_text("data { int<lower=0> mixis_n_rows; "
+                              "array[mixis_n_rows] int<lower=1> mixis_rows; }")
+    prog.fit_mixture = lambda posterior_, **kw: read_dict(
+        {"log_lik": stats.norm.logpdf(y, np.random.default_rng(3).normal(
+            post_mean, POST_SD, size=(4, 1000, 10)), SIG)}, method="mcmc")
+    est = FocusedMixIS()(_ctx(posterior, prog), np.array([0, 1, 2]))
+    assert not est.reliable.any() and "do not look like draws" in est.reason[0]
+
+
+# ------------------------------------------------------------------------------ with Stan
+def _fixture(name="logistic_normal"):
+    data = json.loads((FIXTURES / f"{name}.data.json").read_text())
+    draws = read_csv(sorted((FIXTURES / name / "sample").glob("*.csv")))
+    truth = np.loadtxt(FIXTURES / "truth" / f"{name}.csv", delimiter=",", skiprows=1)
+    return data, draws, truth
+
+
+def test_loo_with_a_program_focuses_before_refitting():
+    """Through loo(): rows whose MixIS MCSE is above the bar get the focused fit; its
+    estimates agree with the brute-force truth; refits are left for what still misses."""
+    pytest.importorskip("stanli", reason="the bundled programs are fitted with stanli")
+    data, draws, truth = _fixture()
+    program = loo_adapt.StanProgram("logistic_normal", {**data, "mixis": 0}, backend="stanli")
+    model = loo_adapt.models.model_for("logistic_normal", data)
+    kw = dict(model=model, program=program, seed=1, mixis_max_mcse=0.02,
+              refit_kwargs={"max_refits": 0, "progress": False})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = loo_adapt.loo(draws, **kw).loo_adapt
+        plain = loo_adapt.loo(draws, mixis_focus=False, **kw).loo_adapt
+    assert [h["estimator"] for h in res.history] == ["mixis", "mixis_focused", "refit"]
+    assert all(h["seconds"] >= 0 for h in res.history)  # each stage's wall time
+    focused = np.array([any(h["estimator"] == "mixis_focused" and h["accepted"][
+        np.flatnonzero(h["rows"] == i)[0]] for h in res.history if i in h["rows"])
+        for i in range(res.n_obs)])
+    asked = ~plain.reliable  # MixIS alone leaves these (same mixture fit, same seed)
+    assert asked.sum() >= 3 and focused.any()
+    assert not (focused & ~asked).any()
+    # the focused rows are verified and right: within 4 combined MCSEs of the truth
+    err = res.elpd_i[focused] - truth[focused, 1]
+    assert np.all(np.abs(err) <= 4 * np.hypot(res.mcse_elpd_i[focused], truth[focused, 2])), err
+    assert res.reliable[focused].all() and set(res.verified_by[focused]) == {"mixis_mcse"}
+    # ... with smaller MCSEs than the first mixture gave them
+    assert np.all(res.mcse_elpd_i[focused] < plain.mcse_elpd_i[focused])
+    assert res.reliable.sum() > plain.reliable.sum()
+    # the plain path never tried a focused fit
+    assert "mixis_focused" not in [h["estimator"] for h in plain.history]
+
+
+def test_old_style_program_is_not_focused_and_says_why(tmp_path):
+    pytest.importorskip("stanli", reason="the bundled programs are fitted with stanli")
+    from loo_adapt.stan.backends import stan_model_path
+
+    code = stan_model_path("logistic_normal").read_text()
+    code = code.replace("  int<lower=0> mixis_n_rows;\n", "").replace(
+        "  array[mixis_n_rows] int<lower=1> mixis_rows;\n", "")
+    code = code.replace("if (mixis_n_rows == 0) target += log_sum_exp(-log_lik_local);\n",
+                        "target += log_sum_exp(-log_lik_local);\n")
+    code = code.replace("    else target += log_sum_exp(-log_lik_local[mixis_rows]);\n", "")
+    assert "mixis_n_rows;" not in code and "[mixis_rows]" not in code
+    path = tmp_path / "old_style.stan"
+    path.write_text(code)
+    data, draws, _ = _fixture()
+    program = loo_adapt.StanProgram(path, {**data, "mixis": 0}, backend="stanli")
+    with pytest.raises(ValueError, match="cannot mix only some rows"):
+        program.fit_mixture(draws, rows=[1, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = loo_adapt.loo(draws, program=program, seed=1, mixis_max_mcse=0.02,
+                            refit_kwargs={"max_refits": 0, "progress": False}).loo_adapt
+    miss = ~res.reliable
+    assert miss.any()
+    assert all("focused MixIS skipped" in r and "declares only the mixis flag" in r
+               for r in res.reason[miss])
+
+
+def test_fit_mixture_rows_are_checked():
+    pytest.importorskip("stanli", reason="the bundled programs are fitted with stanli")
+    data, draws, _ = _fixture()
+    program = loo_adapt.StanProgram("logistic_normal", {**data, "mixis": 0}, backend="stanli")
+    for bad in ([], [54], [-1], [2, 2], [[1]], [0.5]):
+        with pytest.raises(ValueError, match="rows must"):
+            program.fit_mixture(draws, rows=bad)
+    assert program.data["mixis_n_rows"] == 0 and program.data["mixis_rows"] == []
+
+
+def test_mcse_choice_is_checked():
+    with pytest.raises(ValueError, match="mcse must be one of"):
+        mixis_loo(np.zeros((2, 10, 3)) - 1.0, mcse="batch")
+    with pytest.raises(ValueError, match="mixis_mcse must be one of"):
+        plan_stages(mixis_draws=object(), mixis_mcse="batch")
