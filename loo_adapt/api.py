@@ -223,9 +223,12 @@ def loo(
     draws = _as_draws(data, method=method, var_names=[var_name] if only_log_lik else None)
     if y is None and model is not None:
         y = model.y
+    # the (S, n) log weights are written only when something reads them: the pointwise
+    # output, the LOO probabilities of y, or a stage after plain PSIS
+    weights = bool(pointwise) or y is not None or bool(stages)
     ctx = Context(draws=draws, var_name=var_name, r_eff=reff, model=model, program=program,
                   mixis_draws=mixis_draws, khat_threshold=khat_threshold,
-                  seed=None if seed is None else int(seed))
+                  seed=None if seed is None else int(seed), weights=weights)
     base = ctx.base
     if y is not None:
         ctx.y = _check_y(y, base.elpd_i.size)

@@ -242,6 +242,8 @@ class Context:
     y : binary outcomes (LOO probabilities), or None.
     khat_threshold : Pareto k-hat threshold (None: min(1 - 1/log10 S, 0.7)).
     seed : seeds every random choice of the estimators.
+    weights : keep the (S, n) PSIS log weights in ``base`` (False: `loo` of plain PSIS whose
+        caller wants no pointwise output; the weights are then never written).
     """
 
     draws: Any
@@ -254,6 +256,7 @@ class Context:
     khat_threshold: float | None = None
     seed: int | None = None
     options: dict = field(default_factory=dict)
+    weights: bool = True
 
     @cached_property
     def log_lik(self) -> np.ndarray:
@@ -265,7 +268,8 @@ class Context:
         """Plain PSIS (`loo_adapt.core.psis.PsisLoo`): the base weights of every stage."""
         from loo_adapt.estimators.psis import psis_of_draws
 
-        return psis_of_draws(self.draws, var_name=self.var_name, reff=self.r_eff)
+        return psis_of_draws(self.draws, var_name=self.var_name, reff=self.r_eff,
+                             weights=self.weights)
 
     @property
     def threshold(self) -> float:

@@ -18,7 +18,7 @@ from loo_adapt.result import PointwiseLoo
 __all__ = ["PSIS", "psis_of_draws", "initial_result", "loo_prob_from_log_lik"]
 
 
-def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
+def psis_of_draws(draws, *, var_name: str | None = None, reff=None, weights: bool = True):
     """Plain PSIS-LOO of `Draws` (`loo_adapt.core.psis.PsisLoo`).
 
     Parameters
@@ -27,6 +27,7 @@ def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
     var_name : the pointwise log-likelihood variable.
     reff : relative efficiency; None computes it from the chains (R loo's ``relative_eff``
         of exp(log_lik)); 1 for a single chain and for approximate draws.
+    weights : write the (S, n) log weights (False: ``log_weights`` is None).
 
     Returns
     -------
@@ -36,11 +37,11 @@ def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
     if draws.is_approximate:
         return _psis.loo_pointwise_approximate(
             log_lik.reshape(draws.n_samples, -1), draws.log_ratio_offset(),
-            r_eff=1.0 if reff is None else reff,
+            r_eff=1.0 if reff is None else reff, weights=weights,
         )
     if draws.n_chains == 1 and reff is None:
         reff = 1.0
-    return _psis.loo_pointwise(log_lik, r_eff=reff)
+    return _psis.loo_pointwise(log_lik, r_eff=reff, weights=weights)
 
 
 def loo_prob_from_log_lik(log_lik, log_weights, y) -> np.ndarray:
