@@ -90,7 +90,8 @@ def read_cmdstanpy(fit, method: str | None = None, *, var_names=None) -> Draws:
     source = f"cmdstanpy {cls}: " + (", ".join(files) or "(CSV files gone)")
     if found == "other":
         source += " (optimize: the mode as a single draw)"
-    return assemble(values[..., cols], [names[c] for c in cols], found, source, config)
+    # one C-contiguous copy per variable, straight from cmdstanpy's array
+    return assemble(values, names, found, source, config, cols=cols)
 
 
 def _no_draws(cls: str, files) -> str:
