@@ -84,3 +84,44 @@ def test_loo_of_dask_array_holds_a_few_chunks(log_lik):
     # themselves are views of the array here), and the n-long results: about 10 MB whatever
     # n is; an S x n temporary anywhere, or one per chunk kept alive, breaks the bound
     assert peak <= 0.25 * log_lik.nbytes, peak / log_lik.nbytes
+
+
+@pytest.fixture(scope="module")
+def stan_csv(tmp_path_factory):
+    """4 chains x 200 draws of mu, sigma and a 1000-column log_lik as CmdStan CSV."""
+    from loo_adapt.draws import Draws
+    from loo_adapt.io.csv import write_stan_csv
+
+    rng = np.random.default_rng(1)
+    ll = rng.normal(-1.0, 0.2, size=(4, 200, 1000))
+    stats = {"lp__": rng.normal(size=(4, 200)), "accept_stat__": rng.uniform(size=(4, 200))}
+    d = Draws({"mu": rng.normal(size=(4, 200)), "log_lik": ll, "sigma": rng.normal(size=(4, 200))},
+              method="mcmc", sample_stats=stats)
+    folder = tmp_path_factory.mktemp("csv")
+    paths = write_stan_csv(d, folder, "fit", config={"warmup": 100})
+    return [str(p) for p in paths], ll
+
+
+def test_read_csv_holds_one_chain_besides_the_draws(stan_csv):
+    """The chains are parsed one at a time into the variables' own arrays: the peak is the
+    draws plus one file's parse (pandas), not a stack of all chains plus reordered copies."""
+    from loo_adapt.io.csv import read_csv
+
+    paths, ll = stan_csv
+    read_csv(paths[:1])
+    peak, d = _traced_peak(lambda: read_csv(paths, var_names="log_lik"))
+    np.testing.assert_allclose(d.log_lik(), ll, rtol=1e-15)
+    assert d.log_lik().flags["C_CONTIGUOUS"]
+    assert peak <= 1.9 * ll.nbytes, peak / ll.nbytes
+
+
+def test_read_cmdstanpy_copies_each_variable_once(stan_csv):
+    cmdstanpy = pytest.importorskip("cmdstanpy", reason="cmdstanpy is an optional reader")
+    from loo_adapt.io.cmdstanpy import read_cmdstanpy
+
+    paths, ll = stan_csv
+    fit = cmdstanpy.from_csv(paths)
+    fit.draws()  # cmdstanpy's own array, read before the measurement
+    peak, d = _traced_peak(lambda: read_cmdstanpy(fit))
+    np.testing.assert_allclose(d.log_lik(), ll, rtol=1e-15)
+    assert peak <= 1.2 * ll.nbytes, peak / ll.nbytes
