@@ -19,6 +19,14 @@ i.e. ``(M / N) * (1/N) sum_t y_t y_{t+k}``.  When N is 2-3-5-smooth (250, 500, 1
 this is the usual biased autocovariance; otherwise it is inflated by M / N, a quirk of R that
 is reproduced here (it changes ESS only with several chains, through ``var(chain means)``).
 
+Engines (same numbers to rounding; `loo_adapt.core._compiled.use_numba` picks one): the numba
+kernel ``_ess_direct`` computes each autocovariance as a lagged sum only when Geyer's loop
+reads it -- for chains that mix, a few lags -- block by block of columns (one pass over the
+input for the checks and ``exp``, a (32, S) buffer per task, nothing of size S x n); a
+column whose sequence runs past `MAX_DIRECT_LAG` lags is finished by the FFT path.  The
+numpy twin (cold start) is the FFT path for every column.  Reference values:
+``tests/data/ess_reference`` (a transcription of R loo's code, R not being installed here).
+
 The ESS is invariant to multiplying a column by a positive constant, so
 ``relative_eff(log_lik, log=True)`` uses ``exp(log_lik - max)`` per observation: the same
 number as ``relative_eff(exp(log_lik))`` but without underflow to 0 for very negative
