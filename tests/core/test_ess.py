@@ -7,6 +7,7 @@ apart from `loo_adapt.core.ess` (see make_reference.py there: R is not installed
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -17,8 +18,12 @@ import pytest
 from loo_adapt.core import ess
 
 REF = Path(__file__).resolve().parents[1] / "data" / "ess_reference"
-sys.path.insert(0, str(REF))
-from make_reference import ar1, cases, r_relative_eff  # noqa: E402
+# loaded under its own name: tests/data/psis_reference has a make_reference.py too
+_spec = importlib.util.spec_from_file_location("ess_make_reference", REF / "make_reference.py")
+_ref = importlib.util.module_from_spec(_spec)
+sys.modules["ess_make_reference"] = _ref
+_spec.loader.exec_module(_ref)
+ar1, cases, r_relative_eff = _ref.ar1, _ref.cases, _ref.r_relative_eff
 
 _CASES = cases()
 
