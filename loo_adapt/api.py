@@ -246,6 +246,9 @@ def loo(
         y = model.y
     if y is None and ctx.program is not None:
         y = ctx.program.y
+    # the (S, n) log weights are written only when something reads them: the pointwise
+    # output, the LOO probabilities of y, or a stage after plain PSIS
+    ctx.weights = bool(pointwise) or y is not None or bool(stages)
     base = ctx.base
     if y is not None:
         ctx.y = _check_y(y, base.elpd_i.size)

@@ -19,6 +19,14 @@ i.e. ``(M / N) * (1/N) sum_t y_t y_{t+k}``.  When N is 2-3-5-smooth (250, 500, 1
 this is the usual biased autocovariance; otherwise it is inflated by M / N, a quirk of R that
 is reproduced here (it changes ESS only with several chains, through ``var(chain means)``).
 
+Engines (same numbers to rounding; `loo_adapt.core._compiled.use_numba` picks one): the numba
+kernel ``_ess_direct`` computes each autocovariance as a lagged sum only when Geyer's loop
+reads it -- for chains that mix, a few lags -- block by block of columns (one pass over the
+input for the checks and ``exp``, a (32, S) buffer per task, nothing of size S x n); a
+column whose sequence runs past `MAX_DIRECT_LAG` lags is finished by the FFT path.  The
+numpy twin (cold start) is the FFT path for every column.  Reference values:
+``tests/data/ess_reference`` (a transcription of R loo's code, R not being installed here).
+
 The ESS is invariant to multiplying a column by a positive constant, so
 ``relative_eff(log_lik, log=True)`` uses ``exp(log_lik - max)`` per observation: the same
 number as ``relative_eff(exp(log_lik))`` but without underflow to 0 for very negative
@@ -29,10 +37,12 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 
 from loo_adapt.core._compiled import use_numba
+from loo_adapt.core._vmath import exp_clamped
 
 __all__ = ["ess_bulk", "ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff",
            "rhat_rank"]
@@ -182,7 +192,205 @@ def _geyer_ess_numpy(acov, chain_mean):
         return ess / tau
 
 
-def _ess_columns(x: np.ndarray, shift=None) -> np.ndarray:
+# ---- the direct kernel: autocovariances only up to the lags Geyer's sequence reads ------
+#: lags computed directly per column before a column is handed to the FFT path; a direct lag
+#: costs S multiply-adds, an FFT of the whole column about as much as 60-100 of them
+MAX_DIRECT_LAG = 64
+_COLS = 32  # columns per task of the direct kernel (a (32, S) float64 buffer per thread)
+_TILE_ROWS = 64  # draws per transposition tile (64 rows x 32 columns: 16 KiB, in L1)
+
+# status codes of the direct kernel
+_OK, _NAN, _POSINF, _ALL_NEGINF, _NONFINITE, _LONG = 0, 1, 2, 3, 4, 5
+
+
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def _lag_sums(y, n_chains, n_draws, lag):
+    """(sum y[t] y[t + lag], sum y[t] y[t + lag + 1]) over chains and t for one column ``y``
+    (S,), chains stacked chain-major, each centred.  Reassociation lets LLVM vectorise the
+    sums (a different but equally accurate summation order)."""
+    a = 0.0
+    b = 0.0
+    m = n_draws - lag - 1
+    for ch in range(n_chains):
+        base = ch * n_draws
+        # slices, so that the loop indices are provably non-negative (no wraparound test
+        # per element) and the loop vectorises
+        u = y[base:base + n_draws]
+        v0 = u[lag:]
+        v1 = u[lag + 1:]
+        pa = 0.0
+        pb = 0.0
+        for t in range(m):
+            pa += u[t] * v0[t]
+            pb += u[t] * v1[t]
+        if m >= 0:
+            pa += u[m] * v0[m]
+        a += pa
+        b += pb
+    return a, b
+
+
+@njit(cache=True, error_model="numpy")
+def _ess_direct_col(y, n_chains, n_draws, scale, max_lag):
+    """R loo ``ess_rfun`` of one column ``y`` (S,) (chains stacked, not yet centred), with
+    each autocovariance computed as a lagged sum when Geyer's loop first reads it.
+
+    Returns (ess, long): ``long`` is True when the loop needs lags beyond ``max_lag`` (the
+    caller then takes the FFT path for this column).  ``scale`` is R's M / N^2 (the FFT
+    padding quirk), so ``mean_acov[k] = scale * lag_sum(k) / chains``."""
+    chain_mean = np.empty(n_chains)
+    for ch in range(n_chains):
+        u = y[ch * n_draws:(ch + 1) * n_draws]
+        acc = 0.0
+        for t in range(n_draws):
+            acc += u[t]
+        m = acc / n_draws
+        chain_mean[ch] = m
+        for t in range(n_draws):
+            u[t] -= m
+    f = scale / n_chains
+    s0, s1 = _lag_sums(y, n_chains, n_draws, 0)
+    mean_var = f * s0 * n_draws / (n_draws - 1.0)
+    var_plus = mean_var * (n_draws - 1.0) / n_draws
+    if n_chains > 1:
+        mu = 0.0
+        for ch in range(n_chains):
+            mu += chain_mean[ch]
+        mu /= n_chains
+        v = 0.0
+        for ch in range(n_chains):
+            v += (chain_mean[ch] - mu) ** 2
+        var_plus += v / (n_chains - 1.0)
+    rho = np.zeros(max_lag + 2)
+    t = 0
+    rho_even = 1.0
+    rho[0] = rho_even
+    rho_odd = 1.0 - (mean_var - f * s1) / var_plus
+    rho[1] = rho_odd
+    while (t < n_draws - 5 and not math.isnan(rho_even + rho_odd)
+           and rho_even + rho_odd > 0.0):
+        t += 2
+        if t + 1 > max_lag:
+            return np.nan, True
+        se, so = _lag_sums(y, n_chains, n_draws, t)
+        rho_even = 1.0 - (mean_var - f * se) / var_plus
+        rho_odd = 1.0 - (mean_var - f * so) / var_plus
+        if rho_even + rho_odd >= 0.0:
+            rho[t] = rho_even
+            rho[t + 1] = rho_odd
+    max_t = t
+    if rho_even > 0.0:
+        rho[max_t] = rho_even
+    t = 0
+    while t <= max_t - 4:
+        t += 2
+        if rho[t] + rho[t + 1] > rho[t - 2] + rho[t - 1]:
+            rho[t] = (rho[t - 2] + rho[t - 1]) / 2.0
+            rho[t + 1] = rho[t]
+    ess = n_chains * n_draws
+    acc = 0.0
+    for i in range(max(max_t, 1)):
+        acc += rho[i]
+    tau = -1.0 + 2.0 * acc + rho[max_t]
+    floor_tau = 1.0 / math.log10(ess)
+    if tau < floor_tau:
+        tau = floor_tau
+    return ess / tau, False
+
+
+@njit(cache=True, error_model="numpy")
+def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status):
+    """Columns j0..j1 of x (chains, draws, n): checks, exp(x - max) for log values, and the
+    ESS, through one (j1 - j0, S) buffer.  x is read in tiles of `_TILE_ROWS` draws whose
+    rows stay in cache while they are transposed into the buffer (no copy of x)."""
+    n_chains, n_draws, _ = x.shape
+    s = n_chains * n_draws
+    w = j1 - j0
+    buf = np.empty((w, s))
+    for ch in range(n_chains):
+        for t0 in range(0, n_draws, _TILE_ROWS):
+            t1 = min(t0 + _TILE_ROWS, n_draws)
+            r0 = ch * n_draws
+            for k in range(w):
+                dst = buf[k, r0:r0 + n_draws]
+                src = x[ch, :, j0 + k]
+                for t in range(t0, t1):
+                    dst[t] = src[t]
+    for k in range(w):
+        j = j0 + k
+        row = buf[k]
+        hi = -np.inf
+        lo = np.inf
+        nan = False
+        for r in range(s):
+            v = row[r]
+            hi = max(hi, v)
+            lo = min(lo, v)
+            nan = nan or v != v
+        code = _OK
+        if nan:
+            code = _NAN
+        elif log:
+            if hi == np.inf:
+                code = _POSINF
+            elif hi == -np.inf:
+                code = _ALL_NEGINF
+        elif hi == np.inf or lo == -np.inf:
+            code = _NONFINITE
+        status[j] = code
+        if code != _OK:
+            out[j] = np.nan
+            continue
+        if hi == lo:
+            # a constant likelihood gives constant ratios: no MCMC error (R: 0 / 0)
+            out[j] = s
+            continue
+        if log:
+            for r in range(s):
+                row[r] = exp_clamped(row[r] - hi)
+        ess, long = _ess_direct_col(row, n_chains, n_draws, scale, max_lag)
+        out[j] = ess
+        if long:
+            status[j] = _LONG
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def _ess_direct(x, log, scale, max_lag, block, out, status):
+    """`_ess_direct_block` over blocks of ``block`` columns, in parallel."""
+    n = x.shape[2]
+    n_blocks = (n + block - 1) // block
+    for b in prange(n_blocks):
+        j0 = b * block
+        _ess_direct_block(x, log, scale, max_lag, j0, min(n, j0 + block), out, status)
+
+
+def _ess_fast(a: np.ndarray, log: bool) -> np.ndarray | None:
+    """ESS per column of ``a`` (chains, draws, n) by the direct kernel (None when the numpy
+    path should run: the kernel is not compiled and the call is too small to pay for it).
+    Columns whose Geyer sequence needs lags beyond `MAX_DIRECT_LAG` go through the FFT."""
+    n_chains, n_draws, n_cols = a.shape
+    if not use_numba(_ess_direct, n_chains * n_draws * n_cols):
+        return None
+    out = np.empty(n_cols)
+    status = np.empty(n_cols, dtype=np.int64)
+    m = fft_next_good_size(n_draws)
+    block = max(1, min(_COLS, -(-n_cols // max(1, numba.get_num_threads()))))
+    _ess_direct(a, bool(log), m / n_draws**2, min(MAX_DIRECT_LAG, n_draws), block, out, status)
+    for code, msg in ((_NAN, "x contains NaN"), (_POSINF, "log values contain +inf"),
+                      (_ALL_NEGINF, "a column of log values is -inf for every draw"),
+                      (_NONFINITE, "x contains non-finite values (pass log values with "
+                                   "log=True)")):
+        if np.any(status == code):
+            raise ValueError(msg)
+    long = np.flatnonzero(status == _LONG)
+    if long.size:
+        sub = np.ascontiguousarray(a[:, :, long])
+        shift = sub.max(axis=(0, 1), keepdims=True) if log else None
+        out[long] = _ess_columns(sub, shift=shift, engine="numpy")
+    return out
+
+
+def _ess_columns(x: np.ndarray, shift=None, engine=None) -> np.ndarray:
     """ESS of each column of x (chains, draws, cols); with ``shift`` (1, 1, cols), of
     ``exp(x - shift)``, exponentiated block by block (no copy of the whole array)."""
     n_chains, n_draws, n_cols = x.shape
@@ -190,7 +398,8 @@ def _ess_columns(x: np.ndarray, shift=None) -> np.ndarray:
         raise ValueError(f"ESS needs at least 4 draws per chain, got {n_draws}")
     out = np.empty(n_cols)
     kernel = _geyer_ess if min(n_cols, _BLOCK) >= 64 else _geyer_ess_serial
-    use_numpy = not use_numba(kernel, n_chains * n_draws * n_cols)
+    use_numpy = (engine == "numpy" if engine is not None
+                 else not use_numba(kernel, n_chains * n_draws * n_cols))
     for start in range(0, n_cols, _BLOCK):
         blk = x[:, :, start:start + _BLOCK]
         # R's estimator is 0/0 for a constant column; arviz returns S, and so do we,
@@ -258,6 +467,11 @@ def relative_eff(x, chain_id=None, log: bool = False) -> np.ndarray:
         raise ValueError(f"x must have shape (chains, draws, n), got {a.shape}")
     elif chain_id is not None:
         raise ValueError("chain_id is only used with 2-D input")
+    if a.shape[1] < 4:
+        raise ValueError(f"ESS needs at least 4 draws per chain, got {a.shape[1]}")
+    fast = _ess_fast(a, log)
+    if fast is not None:
+        return fast / (a.shape[0] * a.shape[1])
     if np.isnan(a).any():
         raise ValueError("x contains NaN")
     if log:

@@ -225,7 +225,7 @@ def _row_records(row_draws, m: int) -> tuple:
     return records
 
 
-def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
+def psis_of_draws(draws, *, var_name: str | None = None, reff=None, weights: bool = True):
     """Plain PSIS-LOO of `Draws` (`loo_adapt.core.psis.PsisLoo`).
 
     Parameters
@@ -234,6 +234,7 @@ def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
     var_name : the pointwise log-likelihood variable.
     reff : relative efficiency; None computes it from the chains (R loo's ``relative_eff``
         of exp(log_lik)); 1 for a single chain and for approximate draws.
+    weights : write the (S, n) log weights (False: ``log_weights`` is None).
 
     Returns
     -------
@@ -243,11 +244,11 @@ def psis_of_draws(draws, *, var_name: str | None = None, reff=None):
     if draws.is_approximate:
         return _psis_core.loo_pointwise_approximate(
             log_lik.reshape(draws.n_samples, -1), draws.log_ratio_offset(),
-            r_eff=1.0 if reff is None else reff,
+            r_eff=1.0 if reff is None else reff, weights=weights,
         )
     if draws.n_chains == 1 and reff is None:
         reff = 1.0
-    return _psis_core.loo_pointwise(log_lik, r_eff=reff)
+    return _psis_core.loo_pointwise(log_lik, r_eff=reff, weights=weights)
 
 
 class Estimator(Protocol):
@@ -285,6 +286,8 @@ class Context:
     khat_threshold : Pareto k-hat threshold (None: min(1 - 1/log10 S, 0.7)).
     seed : seeds every random choice of the estimators.
     progress : show progress bars for long stages (mixture fit, refits, moment matching).
+    weights : keep the (S, n) PSIS log weights in ``base`` (False: `loo` of plain PSIS whose
+        caller wants no pointwise output; the weights are then never written).
     """
 
     draws: Any
@@ -301,6 +304,7 @@ class Context:
     seed: int | None = None
     progress: bool = True
     options: dict = field(default_factory=dict)
+    weights: bool = True
 
     @cached_property
     def log_lik(self) -> np.ndarray:
@@ -310,7 +314,8 @@ class Context:
     @cached_property
     def base(self):
         """Plain PSIS (`loo_adapt.core.psis.PsisLoo`): the base weights of every stage."""
-        return psis_of_draws(self.draws, var_name=self.var_name, reff=self.r_eff)
+        return psis_of_draws(self.draws, var_name=self.var_name, reff=self.r_eff,
+                             weights=self.weights)
 
     @property
     def threshold(self) -> float:

@@ -354,13 +354,20 @@ def _nan_rows_note(result: PointwiseLoo, cols: np.ndarray) -> str:
 
 def _log_weights_da(log_weights: np.ndarray, result: PointwiseLoo,
                     layout: ObsLayout) -> xr.DataArray:
-    lw = np.array(log_weights, dtype=float, copy=True)
+    # no copy: the ELPDData holds the (S, n) array the PSIS kernel wrote (a view of it),
+    # unless some rows come from other estimators: their columns are NaN in a copy, since
+    # those estimators' records may share the PSIS weights
+    lw = np.asarray(log_weights, dtype=float)
+    if lw.ndim != 2:
+        raise ValueError(f"log_weights must be (draws, observations), got shape {lw.shape}")
     s, n = lw.shape
     if n != result.n_obs or s != layout.chains * layout.draws:
         raise ValueError(f"log_weights have shape {lw.shape}, expected "
                          f"({layout.chains * layout.draws}, {result.n_obs})")
     cols = result.method.astype(str) != "psis"
-    lw[:, cols] = np.nan
+    if cols.any():
+        lw = lw.copy()
+        lw[:, cols] = np.nan
     attrs = {"nan_rows": _nan_rows_note(result, cols)} if cols.any() else {}
     if _MAJOR == 0:
         return xr.DataArray(lw.T.reshape(layout.shape + (s,)),
@@ -428,7 +435,8 @@ def to_elpd_data(
     se = abs(factor) * est["se_elpd_loo"]
     warning = bool(np.any(result.unreliable))
     pareto_k = layout.pointwise(_reported_khat(result), "pareto_shape")
-    lw = None if log_weights is None else _log_weights_da(log_weights, result, layout)
+    lw = (None if log_weights is None or not pointwise
+          else _log_weights_da(log_weights, result, layout))
     if _MAJOR == 0:
         data = [elpd, se, est["p_loo"], int(result.n_samples), int(result.n_obs), warning,
                 layout.pointwise(factor * result.elpd_i, "loo_i"), pareto_k, scale,

@@ -209,7 +209,7 @@ def read_array(log_lik, method: str | None = None, *, log_p=None, log_q=None) ->
     found = normalize_method(method) or "mcmc"
     p_arr = None if log_p is None else as_float_array(log_p, "log_p").reshape(arr.shape[:2])
     q_arr = None if log_q is None else as_float_array(log_q, "log_q").reshape(arr.shape[:2])
-    return Draws(
+    draws = Draws(
         variables={"log_lik": arr},
         method=found,
         log_p=p_arr,
@@ -217,3 +217,5 @@ def read_array(log_lik, method: str | None = None, *, log_p=None, log_q=None) ->
         source="numpy log-likelihood array",
         log_lik_names=("log_lik",),
     )
+    draws._checked.add("log_lik")  # checked above: Draws.log_lik need not read it again
+    return draws

@@ -99,7 +99,8 @@ def read_cmdstanpy(fit, method: str | None = None, *, var_names=None) -> Draws:
         "CSV files not exposed by cmdstanpy (fit.save_csvfiles(dir) keeps them)"))
     if found == "other":
         source += " (optimize: the mode as a single draw)"
-    return assemble(values[..., cols], [names[c] for c in cols], found, source, config)
+    # one C-contiguous copy per variable, straight from cmdstanpy's array
+    return assemble(values, names, found, source, config, cols=cols)
 
 
 def _no_draws(cls: str, files) -> str:

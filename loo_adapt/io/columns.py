@@ -284,41 +284,75 @@ def pick_config(config: Mapping) -> dict:
     return out
 
 
+def _take(values: np.ndarray, cols) -> np.ndarray:
+    """``values[..., cols]``: a slice (a view) when the columns are a contiguous ascending
+    run, else numpy's fancy-index copy."""
+    cols = np.asarray(cols, dtype=np.intp)
+    if cols.size and np.all(np.diff(cols) == 1):
+        return values[..., int(cols[0]):int(cols[-1]) + 1]
+    return values[..., cols]
+
+
+def column_plan(names: Sequence[str], cols=None):
+    """How the columns ``cols`` (default all) of Stan output named ``names`` become arrays.
+
+    Returns ``(stats, variables)``: ``{stat name: column}`` for the ``*__`` columns and
+    ``{variable: (Stan shape, column per element in C order)}`` for the model variables,
+    column indices counting in ``names``."""
+    cols = list(range(len(names))) if cols is None else list(cols)
+    stats = {names[c]: c for c in cols if names[c].endswith("__")}
+    var_cols = [c for c in cols if not names[c].endswith("__")]
+    grouped = group_columns([names[c] for c in var_cols])
+    variables = {base: (shape, np.asarray(var_cols, dtype=np.intp)[idx])
+                 for base, (shape, idx) in grouped.items()}
+    return stats, variables
+
+
 def assemble(
     values: np.ndarray,
     names: Sequence[str],
     method: str,
     source: str,
     config: Mapping | None = None,
+    cols=None,
 ) -> Draws:
     """(chains, draws, columns) values + Stan column names -> Draws.
 
     Columns ending in ``__`` are algorithm output (sample_stats); the rest are model variables.
-    ``config`` (CmdStan's settings) is reduced to `CONFIG_KEYS`.
+    ``config`` (CmdStan's settings) is reduced to `CONFIG_KEYS`.  ``cols`` (default all)
+    selects the columns to keep.  Each variable is one C-contiguous copy of its columns
+    (a variable whose columns already are its own contiguous array is not copied).
     """
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 3 or values.shape[2] != len(names):
         raise ValueError(f"values of shape {values.shape} do not match {len(names)} column names")
-    if values.shape[1] == 0:
+    stat_cols, plan = column_plan(names, cols)
+    sample_stats = {k: values[:, :, c] for k, c in stat_cols.items()}
+    variables = {base: np.ascontiguousarray(_take(values, c)).reshape(values.shape[:2] + shape)
+                 for base, (shape, c) in plan.items()}
+    return assemble_parts(variables, sample_stats, method, source, config,
+                          n_draws=values.shape[1])
+
+
+def assemble_parts(variables: dict, sample_stats: dict, method: str, source: str,
+                   config: Mapping | None = None, *, n_draws: int) -> Draws:
+    """`Draws` from variables (chains, draws, *shape) and sample_stats (chains, draws)
+    already split by `column_plan`: the checks of `assemble`, no copies."""
+    if n_draws == 0:
         raise ValueError(f"no draws in {source}")
-    stats_cols = [i for i, n in enumerate(names) if n.endswith("__")]
-    var_cols = [i for i, n in enumerate(names) if not n.endswith("__")]
-    if not var_cols:
+    if not variables:
         raise ValueError(
-            f"{source} has no model variables, only algorithm columns {list(names)[:8]}"
+            f"{source} has no model variables, only algorithm columns "
+            f"{list(sample_stats)[:8]}"
         )
-    sample_stats = {names[i]: values[:, :, i] for i in stats_cols}
-    var_names = [names[i] for i in var_cols]
-    var_values = values[:, :, var_cols]
-    variables = {}
-    for base, (shape, cols) in group_columns(var_names).items():
-        variables[base] = var_values[:, :, cols].reshape(values.shape[:2] + shape)
-    n_nan = {k: int(np.isnan(v).sum()) for k, v in variables.items()}
+    # NaN propagates through max: count only in the variables that have some
+    n_nan = {k: int(np.isnan(v).sum()) for k, v in variables.items()
+             if v.size and np.isnan(np.max(v))}
     n_nan = {k: n for k, n in n_nan.items() if n}
     if n_nan:
         # Stan writes NaN when generated quantities fail for a draw; estimators must know
         warnings.warn(
-            f"NaN values in {source}: {n_nan} (variable: count)", UserWarning, stacklevel=3
+            f"NaN values in {source}: {n_nan} (variable: count)", UserWarning, stacklevel=4
         )
     log_p = log_q = None
     if method in DENSITY_COLUMNS:

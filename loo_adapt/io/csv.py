@@ -27,7 +27,9 @@ from .columns import (
     DENSITY_COLUMNS,
     MCMC_STATS,
     STAN_METHODS,
-    assemble,
+    _take,
+    assemble_parts,
+    column_plan,
     method_from_columns,
     normalize_method,
     select_columns,
@@ -176,8 +178,11 @@ class StanCsv:
             msg = str(err).strip().splitlines()[0]
             raise ValueError(f"{self.path}: malformed data rows ({msg})") from None
         values = frame.to_numpy(dtype=np.float64)
+        del frame
         if np.isnan(values[:, use.index(last)]).any():
             self._check_row_lengths()
+        if use == cols:
+            return values  # pandas' own block (transposed view): no copy
         return values[:, [use.index(c) for c in cols]]
 
     def _check_row_lengths(self) -> None:
@@ -227,6 +232,8 @@ class StanCsv:
                     f"{n_warm} warm-up rows: no post-warm-up draws"
                 )
             values = values[n_warm:]
+        if order == cols:
+            return values
         return values[:, [order.index(c) for c in cols]]
 
 
@@ -290,16 +297,37 @@ def read_csv(paths, method: str | None = None, *, var_names=None) -> Draws:
             )
     cols = select_columns(names, var_names)
     chosen = [names[c] for c in cols]
-    # same columns in another order: each file is read by its own positions of the names
-    blocks = [f.read([f.names.index(n) for n in chosen]) for f in files]
-    counts = [b.shape[0] for b in blocks]
-    if len(set(counts)) != 1:
-        detail = ", ".join(f"{os.path.basename(f.path)}: {n}" for f, n in zip(files, counts))
-        raise ValueError(f"chains have different numbers of draws ({detail})")
+    stat_cols, plan = column_plan(chosen)
+    # each file's values go straight into the variables' own (chains, draws, ...) arrays,
+    # allocated once the first file gives the number of draws; a file's parsed block is
+    # dropped before the next is read (no stack of all chains, no second copy)
+    variables: dict[str, np.ndarray] = {}
+    stats: dict[str, np.ndarray] = {}
+    counts = []
+    for chain, f in enumerate(files):
+        # same columns in another order: each file is read by its own positions of the names
+        block = f.read(sorted(f.names.index(n) for n in chosen))
+        pos = {n: k for k, n in enumerate(sorted(chosen, key=f.names.index))}
+        counts.append(block.shape[0])
+        if counts[-1] != counts[0]:
+            detail = ", ".join(f"{os.path.basename(g.path)}: {g_n}"
+                               for g, g_n in zip(files, counts))
+            raise ValueError(f"chains have different numbers of draws ({detail}, ...)")
+        if chain == 0:
+            n_draws = block.shape[0]
+            variables = {b: np.empty((len(files), n_draws, len(c))) for b, (_, c) in plan.items()}
+            stats = {k: np.empty((len(files), n_draws)) for k in stat_cols}
+        for b, (_, c) in plan.items():
+            idx = [pos[chosen[k]] for k in c]
+            variables[b][chain] = _take(block, idx)
+        for k, c in stat_cols.items():
+            stats[k][chain] = block[:, pos[chosen[c]]]
+        del block
+    variables = {b: v.reshape(v.shape[:2] + plan[b][0]) for b, v in variables.items()}
     source = "Stan CSV: " + ", ".join(f.path for f in files)
     if found == "other":
         source += " (optimize: the mode as a single draw)"
-    return assemble(np.stack(blocks), chosen, found, source, files[0].config)
+    return assemble_parts(variables, stats, found, source, files[0].config, n_draws=counts[0])
 
 
 # ---------------------------------------------------------------------------------------------

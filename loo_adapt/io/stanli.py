@@ -46,7 +46,7 @@ def read_stanli(fit, *, var_names=None) -> Draws:
             f"stanli sampler_stats of shape {stats.shape} do not match draws {values.shape}"
         )
     cols = select_columns(names, var_names)
-    draws = assemble(values[..., cols], [names[c] for c in cols], "mcmc",
-                     f"stanli.Fit (seed {getattr(fit, 'seed', '?')})")
+    draws = assemble(values, names, "mcmc", f"stanli.Fit (seed {getattr(fit, 'seed', '?')})",
+                     cols=cols)
     draws.sample_stats.update({n: stats[:, :, i] for i, n in enumerate(stat_names)})
     return draws
