@@ -863,8 +863,17 @@ def psis_n_eff(log_weights, r_eff=1.0) -> np.ndarray:
     1000.0
     """
     lw = np.asarray(log_weights, dtype=float)
-    lw = lw - logsumexp(lw, axis=0, keepdims=True)
-    return np.asarray(r_eff, dtype=float) / np.exp(logsumexp(2.0 * lw, axis=0))
+    if lw.ndim == 1:
+        lw = lw - logsumexp(lw)
+        return np.asarray(r_eff, dtype=float) / np.exp(logsumexp(2.0 * lw))
+    # by blocks of columns: the temporaries stay under 1 MB whatever the size of the weights
+    out = np.empty(lw.shape[1])
+    step = max(1, (1 << 15) // max(lw.shape[0], 1))
+    for j0 in range(0, lw.shape[1], step):
+        blk = lw[:, j0:j0 + step]
+        blk = blk - logsumexp(blk, axis=0, keepdims=True)
+        out[j0:j0 + step] = np.exp(-logsumexp(2.0 * blk, axis=0))
+    return np.asarray(r_eff, dtype=float) * out
 
 
 # --------------------------------------------------------------------------------------------
