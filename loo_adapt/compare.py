@@ -43,14 +43,14 @@ order.
 from __future__ import annotations
 
 import math
-import sys
-import types
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy.special import ndtr
+
+from loo_adapt.core._callable import make_module_callable
 
 __all__ = ["compare", "CompareFrame", "format_compare", "plausible_range", "is_verified",
            "COLUMNS"]
@@ -540,12 +540,4 @@ class CompareFrame(pd.DataFrame):
         return self.__repr__()
 
 
-class _CallableCompareModule(types.ModuleType):
-    """``loo_adapt.compare({...})`` calls `compare` even after ``import loo_adapt.compare``
-    has made the package attribute this module (as ``loo_adapt.psis``)."""
-
-    def __call__(self, models, **kwargs):
-        return compare(models, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableCompareModule
+make_module_callable(__name__, compare)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from loo_adapt.core._callable import make_module_callable
 from loo_adapt.draws import Draws
 from loo_adapt.stan import pool as _pool
 from loo_adapt.stan.refit import (
@@ -447,3 +448,6 @@ def kfold(
     out.kfold = {"folds": fold_of, "fold_status": fold_status, "fold_reason": fold_reason,
                  "seconds": seconds}
     return out
+
+
+make_module_callable(__name__, kfold)

@@ -67,8 +67,6 @@ normal quantiles ``z`` with that mean and sd, negative ``z`` dropped); the two a
 from __future__ import annotations
 
 import math
-import sys
-import types
 import warnings
 from dataclasses import dataclass
 
@@ -77,6 +75,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
+from loo_adapt.core._callable import make_module_callable
 from loo_adapt.core._compiled import use_numba
 from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core._status import (  # the kernels' shared status codes
@@ -1165,12 +1164,6 @@ def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,
     return res
 
 
-class _CallablePsisModule(types.ModuleType):
-    """Lets ``loo_adapt.core.psis(log_ratios, r_eff)`` work like R loo's ``psis()`` while
-    ``loo_adapt.core.psis.psislw`` and the rest of this module stay reachable."""
-
-    def __call__(self, log_ratios, r_eff=1.0, normalize: bool = True):
-        return psislw(log_ratios, r_eff=r_eff, normalize=normalize)
-
-
-sys.modules[__name__].__class__ = _CallablePsisModule
+# ``loo_adapt.core.psis(log_ratios, r_eff)`` works like R loo's ``psis()`` while
+# ``loo_adapt.core.psis.psislw`` and the rest of this module stay reachable
+make_module_callable(__name__, psislw)
