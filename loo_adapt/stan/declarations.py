@@ -13,10 +13,9 @@ from __future__ import annotations
 import pathlib
 import re
 
-BLOCKS = ("functions", "data", "transformed data", "parameters", "transformed parameters",
-          "model", "generated quantities")
-_HEADER = re.compile(r"(functions|transformed\s+data|data|transformed\s+parameters|"
-                     r"parameters|model|generated\s+quantities)\s*$")
+from loo_adapt.stan import stan_source as _src
+
+BLOCKS = _src.BLOCKS
 _IDENT = re.compile(r"[A-Za-z]\w*")
 _KEYWORDS = {"array", "int", "real", "complex", "vector", "row_vector", "matrix",
              "complex_vector", "complex_row_vector", "complex_matrix", "simplex",
@@ -25,53 +24,10 @@ _KEYWORDS = {"array", "int", "real", "complex", "vector", "row_vector", "matrix"
              "cov_matrix", "column_stochastic_matrix", "row_stochastic_matrix", "tuple"}
 
 
-def _mask(code: str) -> str:
-    """The source with comments and string literals replaced by spaces (same length)."""
-    out = list(code)
-    i, n = 0, len(code)
-    while i < n:
-        two = code[i:i + 2]
-        if two == "//" or code[i] == "#":
-            j = code.find("\n", i)
-            j = n if j < 0 else j
-        elif two == "/*":
-            j = code.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-        elif code[i] == '"':
-            j = code.find('"', i + 1)
-            j = n if j < 0 else j + 1
-        else:
-            i += 1
-            continue
-        for k in range(i, j):
-            if out[k] != "\n":
-                out[k] = " "
-        i = j
-    return "".join(out)
-
-
 def _blocks(masked: str) -> dict[str, str]:
-    """Top-level block name -> the text between its braces."""
-    found = {}
-    depth, start, name = 0, 0, None
-    for i, ch in enumerate(masked):
-        if ch == "{":
-            if depth == 0:
-                header = _HEADER.search(masked[start:i])
-                name = " ".join(header.group(1).split()) if header else None
-                body_start = i + 1
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth < 0:
-                raise ValueError("unbalanced braces in the Stan program")
-            if depth == 0:
-                if name is not None:
-                    found[name] = masked[body_start:i]
-                start = i + 1
-    if depth:
-        raise ValueError("unbalanced braces in the Stan program")
-    return found
+    """Top-level block name -> the text between its braces (`stan_source.blocks`)."""
+    return {name: masked[brace + 1:end - 1]
+            for name, (_, brace, end) in _src.blocks(masked).items()}
 
 
 def _drop_groups(text: str) -> str:
@@ -144,7 +100,7 @@ def declared(stan_file_or_code) -> dict[str, list[str]]:
     code = stan_file_or_code
     if isinstance(code, pathlib.Path) or (isinstance(code, str) and "{" not in code):
         code = pathlib.Path(code).read_text(encoding="utf-8")
-    blocks = _blocks(_mask(code))
+    blocks = _blocks(_src.mask(code))
     out = {}
     for name, body in blocks.items():
         if name in ("functions", "model"):

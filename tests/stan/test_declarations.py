@@ -49,5 +49,5 @@ def test_idioms():
 
 
 def test_unbalanced_braces_are_an_error():
-    with pytest.raises(ValueError, match="unbalanced braces"):
+    with pytest.raises(ValueError, match="unbalanced brackets"):
         declared("data { int N; ")
