@@ -865,14 +865,33 @@ def psis_n_eff(log_weights, r_eff=1.0) -> np.ndarray:
     if lw.ndim == 1:
         lw = lw - logsumexp(lw)
         return np.asarray(r_eff, dtype=float) / np.exp(logsumexp(2.0 * lw))
-    # by blocks of columns: the temporaries stay under 1 MB whatever the size of the weights
-    out = np.empty(lw.shape[1])
-    step = max(1, (1 << 15) // max(lw.shape[0], 1))
-    for j0 in range(0, lw.shape[1], step):
-        blk = lw[:, j0:j0 + step]
-        blk = blk - logsumexp(blk, axis=0, keepdims=True)
-        out[j0:j0 + step] = np.exp(-logsumexp(2.0 * blk, axis=0))
-    return np.asarray(r_eff, dtype=float) * out
+    if lw.size <= (1 << 20):  # small: numpy, no compilation
+        lw = lw - logsumexp(lw, axis=0, keepdims=True)
+        return np.asarray(r_eff, dtype=float) / np.exp(logsumexp(2.0 * lw, axis=0))
+    # (sum w)^2 / sum w^2 of each column in two passes over the rows (no S x n temporary)
+    return np.asarray(r_eff, dtype=float) * _n_eff_columns(np.ascontiguousarray(lw))
+
+
+@njit(cache=True)
+def _n_eff_columns(lw):  # pragma: no cover - compiled
+    """(sum_s w_s)^2 / sum_s w_s^2 per column of log weights (S, n), stable in log space."""
+    S, n = lw.shape
+    mx = np.full(n, -np.inf)
+    for s in range(S):
+        for j in range(n):
+            if lw[s, j] > mx[j]:
+                mx[j] = lw[s, j]
+    s1 = np.zeros(n)
+    s2 = np.zeros(n)
+    for s in range(S):
+        for j in range(n):
+            e = math.exp(lw[s, j] - mx[j])
+            s1[j] += e
+            s2[j] += e * e
+    out = np.empty(n)
+    for j in range(n):
+        out[j] = s1[j] * s1[j] / s2[j] if s2[j] > 0 else np.nan
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -534,3 +534,18 @@ def test_to_result_and_psis_n_eff(cmdstan_ll):
     np.testing.assert_allclose(psis_n_eff(lw1), 1 / np.sum(np.exp(lw_ref) ** 2, axis=0),
                                rtol=1e-9)
     assert np.all(n_eff <= 1000 + 1e-9)
+
+
+def test_psis_n_eff_large_input_equals_the_formula():
+    """Above a million cells psis_n_eff runs a two-pass kernel (no S x n temporary): the same
+    r_eff / sum(w^2) of normalised weights as R loo's psis_n_eff, with unnormalised input."""
+    from scipy.special import logsumexp
+
+    from loo_adapt.core.psis import psis_n_eff
+
+    rng = np.random.default_rng(8)
+    lw = 3.0 * rng.standard_t(3, size=(1100, 1000)) + 50.0  # heavy tails, not normalised
+    r = rng.uniform(0.3, 1.0, size=1000)
+    norm = lw - logsumexp(lw, axis=0, keepdims=True)
+    np.testing.assert_allclose(psis_n_eff(lw, r), r / np.sum(np.exp(2 * norm), axis=0),
+                               rtol=1e-12)
