@@ -265,11 +265,47 @@ def _rhat_of(z, n_chains, n_half):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _radix_argsort(vals):  # pragma: no cover - compiled
+    """Stable argsort of finite float64 ``vals`` (C-contiguous) by an LSD radix sort of their
+    order-preserving 64-bit keys: 8 counting passes, several times a comparison sort's speed
+    at a few thousand draws (the ranks, and so every R-hat, are the same)."""
+    n = vals.size
+    u = vals.view(np.uint64)
+    top = np.uint64(1) << np.uint64(63)
+    keys = np.empty(n, np.uint64)
+    for i in range(n):
+        k = u[i]
+        keys[i] = ~k if k & top else k | top
+    idx = np.arange(n)
+    tk = np.empty_like(keys)
+    ti = np.empty_like(idx)
+    count = np.empty(257, np.int64)
+    for p in range(8):
+        sh = np.uint64(8 * p)
+        count[:] = 0
+        for i in range(n):
+            count[np.int64((keys[i] >> sh) & np.uint64(255)) + 1] += 1
+        if count.max() == n:  # every key has the same byte here: nothing moves
+            continue
+        for b in range(256):
+            count[b + 1] += count[b]
+        for i in range(n):
+            b = np.int64((keys[i] >> sh) & np.uint64(255))
+            pos = count[b]
+            tk[pos] = keys[i]
+            ti[pos] = idx[i]
+            count[b] = pos + 1
+        keys, tk = tk, keys
+        idx, ti = ti, idx
+    return idx
+
+
+@njit(cache=True)
 def _rhat_stuck_column(vals, table, n_chains, h, n_fixed):  # pragma: no cover - compiled
     """(rank R-hat, stuck) of one column's split draws ``vals`` (2 chains x h)."""
     k = 2 * n_chains
     n = k * h
-    order = np.argsort(vals)
+    order = _radix_argsort(vals)
     z = np.empty(n)
     _scores_of_sorted(vals, order, table, z)
     bulk = _rhat_of(z, k, h)

@@ -59,3 +59,16 @@ def test_numpy_twin_flags_the_same_columns(monkeypatch):
 def test_one_chain_has_no_rhat():
     bad, rhat = cv.disagreeing_columns(np.random.default_rng(0).normal(size=(1, 100, 3)))
     assert not bad.any() and np.isnan(rhat).all()
+
+
+def test_radix_argsort_orders_like_a_stable_sort():
+    """The kernel's radix argsort against numpy's stable sort: negatives, ties, -0.0 / 0.0,
+    tiny and huge magnitudes (its ranks decide every R-hat above)."""
+    rng = np.random.default_rng(5)
+    v = np.concatenate([rng.normal(size=500), np.zeros(20), -np.zeros(5), [1e-300, -1e-300],
+                        [1e300, -1e300], np.round(rng.normal(size=200), 1)])
+    rng.shuffle(v)
+    order = cv._radix_argsort(np.ascontiguousarray(v))
+    np.testing.assert_array_equal(v[order], np.sort(v, kind="stable"))
+    same = v[order][1:] == v[order][:-1]  # equal values keep their input order (stable)
+    assert np.all(order[1:][same & (v[order][1:] != 0)] > order[:-1][same & (v[order][1:] != 0)])
