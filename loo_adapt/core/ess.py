@@ -88,6 +88,31 @@ def _geyer_ess_serial(acov, chain_mean, out):
         out[c] = _geyer_ess_col(acov, chain_mean, c)
 
 
+@njit(cache=True)
+def _ess_of_rho(rho, max_t, rho_even, ess):  # pragma: no cover - compiled
+    """ESS from the autocorrelations ``rho`` up to Geyer's truncation lag ``max_t``: the
+    initial monotone sequence, then ``ess / tau`` with R's floor ``tau >= 1 / log10(ess)``
+    (shared by the FFT and the direct-lag paths)."""
+    if rho_even > 0.0:
+        rho[max_t] = rho_even
+    t = 0
+    while t <= max_t - 4:
+        t += 2
+        if rho[t] + rho[t + 1] > rho[t - 2] + rho[t - 1]:
+            rho[t] = (rho[t - 2] + rho[t - 1]) / 2.0
+            rho[t + 1] = rho[t]
+    # R: sum(rho_hat_t[1:max_t]); with max_t = 0 R's 1:0 still picks rho_hat_t[1]
+    acc = 0.0
+    for i in range(max(max_t, 1)):
+        acc += rho[i]
+    tau = -1.0 + 2.0 * acc + rho[max_t]
+    # R: max(tau, 1 / log10(ess)), which keeps a NaN tau
+    floor_tau = 1.0 / math.log10(ess)
+    if tau < floor_tau:
+        tau = floor_tau
+    return ess / tau
+
+
 @njit(cache=True, error_model="numpy")
 def _geyer_ess_col(acov, chain_mean, c):
     n_chains, n_samples, _ = acov.shape
@@ -123,26 +148,7 @@ def _geyer_ess_col(acov, chain_mean, c):
         if rho_even + rho_odd >= 0.0:
             rho[t] = rho_even
             rho[t + 1] = rho_odd
-    max_t = t
-    if rho_even > 0.0:
-        rho[max_t] = rho_even
-    t = 0
-    while t <= max_t - 4:
-        t += 2
-        if rho[t] + rho[t + 1] > rho[t - 2] + rho[t - 1]:
-            rho[t] = (rho[t - 2] + rho[t - 1]) / 2.0
-            rho[t + 1] = rho[t]
-    ess = n_chains * n_samples
-    # R: sum(rho_hat_t[1:max_t]); with max_t = 0 R's 1:0 still picks rho_hat_t[1]
-    acc = 0.0
-    for i in range(max(max_t, 1)):
-        acc += rho[i]
-    tau = -1.0 + 2.0 * acc + rho[max_t]
-    # R: max(tau, 1 / log10(ess)), which keeps a NaN tau
-    floor_tau = 1.0 / math.log10(ess)
-    if tau < floor_tau:
-        tau = floor_tau
-    return ess / tau
+    return _ess_of_rho(rho, t, rho_even, n_chains * n_samples)
 
 
 def _geyer_ess_numpy(acov, chain_mean):
@@ -278,24 +284,7 @@ def _ess_direct_col(y, n_chains, n_draws, scale, max_lag):
         if rho_even + rho_odd >= 0.0:
             rho[t] = rho_even
             rho[t + 1] = rho_odd
-    max_t = t
-    if rho_even > 0.0:
-        rho[max_t] = rho_even
-    t = 0
-    while t <= max_t - 4:
-        t += 2
-        if rho[t] + rho[t + 1] > rho[t - 2] + rho[t - 1]:
-            rho[t] = (rho[t - 2] + rho[t - 1]) / 2.0
-            rho[t + 1] = rho[t]
-    ess = n_chains * n_draws
-    acc = 0.0
-    for i in range(max(max_t, 1)):
-        acc += rho[i]
-    tau = -1.0 + 2.0 * acc + rho[max_t]
-    floor_tau = 1.0 / math.log10(ess)
-    if tau < floor_tau:
-        tau = floor_tau
-    return ess / tau, False
+    return _ess_of_rho(rho, t, rho_even, n_chains * n_draws), False
 
 
 @njit(cache=True, error_model="numpy")
