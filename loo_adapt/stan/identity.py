@@ -60,28 +60,6 @@ def _spread_rows(n_chains: int, n_draws: int, n_check: int) -> np.ndarray:
     return (np.arange(n_chains)[:, None] * n_draws + within[None, :]).reshape(-1)
 
 
-def _constrained(density, draws, rows: np.ndarray) -> np.ndarray:
-    """(len(rows), K) constrained parameters in BridgeStan's order, or a clear error naming
-    the variable the fit lacks or holds in another shape."""
-    cols = []
-    for name, size, shape in density._block:
-        if name not in draws:
-            raise ProgramMismatchError(
-                f"the program declares the parameter {name!r}, which the fit does not have "
-                f"(the fit's variables: {', '.join(sorted(draws.variables)[:12])}"
-                f"{', ...' if len(draws.variables) > 12 else ''})")
-        v = draws.flat(name)[rows]
-        if int(np.prod(v.shape[1:], dtype=int)) != size:
-            raise ProgramMismatchError(
-                f"the parameter {name!r} has {int(np.prod(v.shape[1:], dtype=int))} values "
-                f"per draw in the fit but {size} in the program (shape {shape}): the data's "
-                "sizes differ from the fit's")
-        if v.ndim > 2:
-            v = np.transpose(v, (0,) + tuple(range(v.ndim - 1, 0, -1)))
-        cols.append(v.reshape(len(rows), size))
-    return np.concatenate(cols, axis=1) if cols else np.empty((len(rows), 0))
-
-
 def _fit_density(draws) -> tuple[np.ndarray | None, str]:
     if draws.is_approximate:
         lp = draws.log_p
@@ -135,15 +113,16 @@ def check_program_matches(program, draws, *, var_name: str | None = None, n_chec
             f"the program's {density.log_lik_name!r} has {density.n_obs} entries but the "
             f"fit's {name!r} has {n_fit}")
     rows = _spread_rows(draws.n_chains, draws.n_draws, n_check)
-    theta = _constrained(density, draws, rows)
-    U = np.empty((rows.size, density.n_params))
-    for s in range(rows.size):
-        try:
-            U[s] = density.model.param_unconstrain(np.ascontiguousarray(theta[s]))
-        except RuntimeError as err:
-            raise ProgramMismatchError(
-                f"a draw of the fit violates the program's constraints ({err}): the "
-                "program's parameters are not the fit's") from err
+    try:
+        U = density.unconstrain(draws, rows)
+    except KeyError as err:
+        raise ProgramMismatchError(str(err.args[0])) from err
+    except ValueError as err:
+        raise ProgramMismatchError(f"{err}: the data's sizes differ from the fit's") from err
+    except RuntimeError as err:
+        raise ProgramMismatchError(
+            f"a draw of the fit violates the program's constraints ({err}): the "
+            "program's parameters are not the fit's") from err
     rng = np.random.default_rng(seed)
     step = _PRINTED * np.maximum(np.abs(U), 1.0)
     jacobian = not (draws.method == "laplace" and draws.config.get("jacobian") is False)

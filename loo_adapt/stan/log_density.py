@@ -54,34 +54,37 @@ class StanLogDensity:
                    log_lik=log_lik, seed=seed)
 
     # ---- constrained <-> unconstrained ------------------------------------------------------
-    def constrained_matrix(self, draws) -> np.ndarray:
+    def constrained_matrix(self, draws, rows=None) -> np.ndarray:
         """(S, K) constrained parameters in BridgeStan's order from a ``Draws`` container.
 
         ``Draws`` keeps Stan shapes; BridgeStan flattens each variable column-major (Stan's
         order: first index fastest), so the trailing axes are reversed before flattening.
+        ``rows`` (stacked draw indices) takes only those draws.
         """
         cols = []
-        S = draws.n_samples
+        S = draws.n_samples if rows is None else len(rows)
         for name, size, shape in self._block:
             if name not in draws:
                 raise KeyError(
-                    f"parameter {name!r} of the Stan program is not in the draws "
-                    f"(available: {sorted(draws.variables)})"
+                    f"the program declares the parameter {name!r}, which the draws do not "
+                    f"have (the draws' variables: {', '.join(sorted(draws.variables)[:12])}"
+                    f"{', ...' if len(draws.variables) > 12 else ''})"
                 )
-            v = draws.flat(name)
+            v = draws.flat(name) if rows is None else draws.flat(name)[rows]
             if int(np.prod(v.shape[1:], dtype=int)) != size:
                 raise ValueError(
-                    f"parameter {name!r} has {int(np.prod(v.shape[1:]))} values per draw in "
-                    f"the draws but {size} in the Stan program (shape {shape})"
+                    f"the parameter {name!r} has {int(np.prod(v.shape[1:], dtype=int))} values "
+                    f"per draw in the draws but {size} in the program (shape {shape})"
                 )
             if v.ndim > 2:
                 v = np.transpose(v, (0,) + tuple(range(v.ndim - 1, 0, -1)))
             cols.append(v.reshape(S, size))
         return np.concatenate(cols, axis=1) if cols else np.empty((S, 0))
 
-    def unconstrain(self, draws) -> np.ndarray:
-        """Draws (``loo_adapt.draws.Draws``) -> unconstrained matrix (S, P), chains stacked."""
-        theta = self.constrained_matrix(draws)
+    def unconstrain(self, draws, rows=None) -> np.ndarray:
+        """Draws (``loo_adapt.draws.Draws``) -> unconstrained matrix (S, P), chains stacked
+        (only the stacked draws ``rows`` when given)."""
+        theta = self.constrained_matrix(draws, rows)
         out = np.empty((theta.shape[0], self.n_params))
         for s in range(theta.shape[0]):
             out[s] = self.model.param_unconstrain(np.ascontiguousarray(theta[s]))
