@@ -163,6 +163,7 @@ class StanProgram:
         self.obs_dim_vars = self._check_obs_dim_vars(obs_dim_vars)
         self.log_lik_name = log_lik
         self._log_density = None
+        self._flagged = None  # with_mixis(), written once
 
     # ---- pickling: the bridgestan model holds ctypes handles; workers rebuild it ----------
     def __getstate__(self):
@@ -529,14 +530,18 @@ class StanProgram:
         """
         if self._declares_mixis:
             return self
-        from loo_adapt.stan.mixis_program import flagged_program_path
+        if self._flagged is None:  # the rewrite (and its compile check) runs once
+            from loo_adapt.stan.mixis_program import flagged_program_path
 
-        path = flagged_program_path(self.stan_file, log_lik=self.log_lik_name)
-        data = {k: v for k, v in self.data.items()
-                 if k not in ("mixis", "mixis_n_rows", "mixis_rows")}
-        data["mixis"] = 0
-        return type(self)(path, data, backend=self.backend, fit_kwargs=self.fit_kwargs,
-                          obs_dim_vars=self.obs_dim_vars, log_lik=self.log_lik_name)
+            path = flagged_program_path(self.stan_file, log_lik=self.log_lik_name)
+            data = {k: v for k, v in self.data.items()
+                     if k not in ("mixis", "mixis_n_rows", "mixis_rows")}
+            data["mixis"] = 0
+            self._flagged = type(self)(path, data, backend=self.backend,
+                                       fit_kwargs=self.fit_kwargs,
+                                       obs_dim_vars=self.obs_dim_vars,
+                                       log_lik=self.log_lik_name)
+        return self._flagged
 
     def fit_mixture(self, posterior: Draws | None = None, *, seed: int = 1, **kw) -> Draws:
         """Draws of the mixture-IS proposal, warm-started from ``posterior`` when given.
