@@ -234,15 +234,11 @@ def plausible_range(elpd_i, mcse_i, khat, good_k, *, p_loo_i=None, lpd_i=None,
 def _verify_call(model: _Model, rows: np.ndarray) -> str:
     """The call that would verify ``rows`` of one model ("" when all are verified); the
     advice of `loo_adapt.loo`'s own warning."""
-    from loo_adapt.advice import next_step
+    from loo_adapt.advice import PROGRAM_METHODS, next_call
 
-    if rows.size == 0:
-        return ""
     methods = {str(m) for m in model.method[rows]}
-    step = next_step(had_program=bool(methods & {"mixis", "mixis+psis", "refit", "mm"}),
+    return next_call(had_program=bool(methods & set(PROGRAM_METHODS)),
                      n_unverified=int(rows.size))
-    return step.split(": ", 1)[-1] if step.startswith("refit them") else step.replace(
-        "verify them with ", "")
 
 
 # --------------------------------------------------------------------------- weights
