@@ -862,10 +862,7 @@ def psis_n_eff(log_weights, r_eff=1.0) -> np.ndarray:
     1000.0
     """
     lw = np.asarray(log_weights, dtype=float)
-    if lw.ndim == 1:
-        lw = lw - logsumexp(lw)
-        return np.asarray(r_eff, dtype=float) / np.exp(logsumexp(2.0 * lw))
-    if lw.size <= (1 << 20):  # small: numpy, no compilation
+    if lw.ndim == 1 or lw.size <= (1 << 20):  # small: numpy, no compilation
         lw = lw - logsumexp(lw, axis=0, keepdims=True)
         return np.asarray(r_eff, dtype=float) / np.exp(logsumexp(2.0 * lw, axis=0))
     # (sum w)^2 / sum w^2 of each column in two passes over the rows (no S x n temporary)
