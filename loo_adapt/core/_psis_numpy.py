@@ -125,7 +125,7 @@ def _smooth_group(x, out, mx, tail_len, khat, status):
 
 def psis_numpy(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write):
     """The numpy twin of ``psis._run``'s kernel call; same arguments and outputs:
-    (log_weights or None, khat, status, elpd, lpd, mcse_lognormal).
+    (log_weights or None, khat, status, elpd, lpd, mcse_lognormal, n_eff).
 
     Runs over chunks of at most ``1 / _CHUNKS`` of the columns (each column's numbers do not
     depend on the others), so the temporaries stay within ~1x the input's size; the
@@ -139,16 +139,16 @@ def psis_numpy(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write):
     m = n_obs if loo else 0
     out_lw = np.empty((n_draws, n_obs)) if write else None
     khat, status = np.empty(n_obs), np.empty(n_obs, dtype=np.int64)
-    elpd, lpd, mcse = np.empty(m), np.empty(m), np.empty(m)
+    elpd, lpd, mcse, n_eff = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
     for j0 in range(0, n_obs, width):
         cols = slice(j0, min(j0 + width, n_obs))
-        lw, khat[cols], status[cols], e, p, s = _psis_chunk(
+        lw, khat[cols], status[cols], e, p, s, ne = _psis_chunk(
             a[:, cols], corr, lpd_off, loo, tail_len[cols], r_eff[cols], normalize, write)
         if write:
             out_lw[:, cols] = lw
         if loo:
-            elpd[cols], lpd[cols], mcse[cols] = e, p, s
-    return out_lw, khat, status, elpd, lpd, mcse
+            elpd[cols], lpd[cols], mcse[cols], n_eff[cols] = e, p, s, ne
+    return out_lw, khat, status, elpd, lpd, mcse, n_eff
 
 
 def _psis_chunk(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write):
@@ -184,7 +184,7 @@ def _psis_chunk(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write):
         status[rows] = st
         khat[rows] = kh
     m = n_obs if loo else 0
-    elpd, lpd, mcse = np.empty(m), np.empty(m), np.empty(m)
+    elpd, lpd, mcse, n_eff = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
     if normalize or loo:
         lse = _lse(out, axis=1)
         lw = out - lse[:, None]
@@ -194,13 +194,14 @@ def _psis_chunk(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write):
             elpd = _lse(v, axis=1)
             d = np.exp(v - elpd[:, None]) - np.exp(lw)
             mcse = np.sqrt(np.log1p(np.sum(d * d, axis=1)) / r_eff)
+            n_eff = r_eff / np.sum(np.exp(2.0 * lw), axis=1)  # R loo's psis_n_eff
             if lpd_off.shape[0] > 0:
                 lpd = _lse(ll + lpd_off[None, :], axis=1)
             else:
                 lpd = _lse(ll, axis=1) - np.log(n_draws)
-            for arr in (elpd, lpd, mcse):
+            for arr in (elpd, lpd, mcse, n_eff):
                 arr[~good] = np.nan
         if normalize:
             out = lw
     lw_out = out.T if write else None
-    return lw_out, khat, status, elpd, lpd, mcse
+    return lw_out, khat, status, elpd, lpd, mcse, n_eff

@@ -32,7 +32,7 @@ from loo_adapt.core.psis import (
 __all__ = ["FIELDS", "check_r_eff", "from_blocks", "loo_block"]
 
 #: Rows of a block result, in order.
-FIELDS = ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "r_eff")
+FIELDS = ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "r_eff", "n_eff")
 
 
 def check_r_eff(r_eff, n_obs: int):

@@ -425,7 +425,7 @@ def _check_column(col, loo):
 
 @njit(cache=True, error_model="numpy")
 def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, b0, b1, out_lw,
-                 out_k, status, out_elpd, out_lpd, out_mcse):
+                 out_k, status, out_elpd, out_lpd, out_mcse, out_neff):
     """Blocks b0:b1 of ``block`` columns of the (S, n) input ``a``: log ratios, or (``loo``)
     log-likelihoods with log ratios ``corr - a``.  Each block is copied transposed into a
     buffer, so that each observation's draws are contiguous while ``a`` is read row-wise;
@@ -448,13 +448,13 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
         j0 = b * block
         _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
                     normalize, write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse,
-                    zero_corr, buf, ll, work, vals, idx, stack, e1, e2, v, lse_col)
+                    out_neff, zero_corr, buf, ll, work, vals, idx, stack, e1, e2, v, lse_col)
 
 
 @njit(cache=True, error_model="numpy")
 def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
-                status, out_elpd, out_lpd, out_mcse, zero_corr, buf, ll, work, vals, idx, stack,
-                e1, e2, v, lse_col):
+                status, out_elpd, out_lpd, out_mcse, out_neff, zero_corr, buf, ll, work, vals,
+                idx, stack, e1, e2, v, lse_col):
     """Columns j0:j1 (see ``_psis_blocks``; ``zero_corr``: ``corr`` is 0 for every draw;
     the rest are scratch arrays)."""
     s_draws = a.shape[0]
@@ -481,6 +481,8 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
         if st != _OK:
             status[j0 + j] = st
             out_k[j0 + j] = math.nan
+            if loo:
+                out_neff[j0 + j] = math.nan
             continue
         out = buf[j]  # smoothed in place
         k, st, m2, t0 = _psis_column(out, tail_len[j0 + j], work, vals, idx, stack)
@@ -523,6 +525,10 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
                 d = e2[s] * ca - e1[s] * cb
                 v[s] = d * d
             out_mcse[j0 + j] = math.sqrt(math.log1p(_sum(v, s_draws)) / r_eff[j0 + j])
+            # R loo's psis_n_eff, r_eff / sum_s w_s^2, from the same exp: w_s = e1_s cb
+            for s in range(s_draws):
+                v[s] = e1[s] * e1[s]
+            out_neff[j0 + j] = r_eff[j0 + j] / (_sum(v, s_draws) * cb * cb)
             if lpd_off.shape[0] > 0:  # log sum_s exp(ll_s + off_s)
                 for s in range(s_draws):
                     v[s] = lc[s] + lpd_off[s]
@@ -540,20 +546,20 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
 
 @njit(parallel=True, cache=True, error_model="numpy")
 def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
-                   out_lw, out_k, status, out_elpd, out_lpd, out_mcse):
+                   out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff):
     n_blocks = (a.shape[1] + block - 1) // block
     for c in prange(n_chunks):  # a few chunks of whole blocks per thread
         _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block,
                      c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks, out_lw, out_k,
-                     status, out_elpd, out_lpd, out_mcse)
+                     status, out_elpd, out_lpd, out_mcse, out_neff)
 
 
 @njit(cache=True, error_model="numpy")
 def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
-                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse):
+                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff):
     n_blocks = (a.shape[1] + block - 1) // block
     _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, 0, n_blocks,
-                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse)
+                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff)
 
 
 #: Observations per transposed block: each row of the input is read 256 contiguous bytes
@@ -695,7 +701,8 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
     """Run the kernel over the columns of the (S, n) array ``a`` (see ``_psis_block``);
     ``engine`` "numba" / "numpy" / None (``_engine`` decides).
 
-    Returns (log_weights or None, khat, status, elpd, lpd, mcse_lognormal)."""
+    Returns (log_weights or None, khat, status, elpd, lpd, mcse_lognormal, n_eff); the
+    last four are empty unless ``loo`` (n_eff: R loo's ``psis_n_eff`` of the weights)."""
     n_draws, n_obs = a.shape
     tail_len = psis_tail_length(n_draws, r_eff)
     corr = np.empty(0) if corr is None else corr
@@ -709,17 +716,17 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
     khat = np.empty(n_obs)
     status = np.empty(n_obs, dtype=np.int64)
     m = n_obs if loo else 0
-    elpd, lpd, mcse = np.empty(m), np.empty(m), np.empty(m)
+    elpd, lpd, mcse, n_eff = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
     kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
     n_blocks = -(-n_obs // _BLOCK)
     n_chunks = min(n_blocks, _CHUNKS_PER_THREAD * numba.get_num_threads())
     previous = numba.set_parallel_chunksize(1)  # threads take the chunks one by one
     try:
         kernel(a, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize),
-               bool(write), _BLOCK, n_chunks, out_lw, khat, status, elpd, lpd, mcse)
+               bool(write), _BLOCK, n_chunks, out_lw, khat, status, elpd, lpd, mcse, n_eff)
     finally:
         numba.set_parallel_chunksize(previous)
-    return (out_lw if write else None), khat, status, elpd, lpd, mcse
+    return (out_lw if write else None), khat, status, elpd, lpd, mcse, n_eff
 
 
 def _warn_status(status, stacklevel):
@@ -827,7 +834,7 @@ def _psis_checked(log_ratios, r_eff, normalize, write):
             stacklevel=3,
         )
     r = _prepare_r_eff(r_eff, n_obs)
-    out_lw, khat, status, _, _, _ = _run(lr, None, False, r, normalize, write)
+    out_lw, khat, status, *_ = _run(lr, None, False, r, normalize, write)
     bad = np.flatnonzero(status == _BAD)
     if bad.size:
         raise ValueError(
@@ -968,7 +975,9 @@ class PsisLoo:
     ``log_weights`` is (S, n), normalised over draws (None when the caller did not ask for
     the weights); ``good_k`` (the k-hat threshold) and ``n_samples`` are scalars;
     ``pareto_k_pq`` is the Pareto k-hat of p/q for draws of an approximation q (NaN for
-    posterior draws).  Names as `loo_adapt.core._names` (``_i`` per observation).
+    posterior draws); ``n_eff`` is R loo's ``psis_n_eff`` of each observation's weights,
+    ``r_eff / sum(w^2)``, from the kernel's pass (None where a path does not compute it).
+    Names as `loo_adapt.core._names` (``_i`` per observation).
     """
 
     elpd_i: np.ndarray
@@ -981,6 +990,7 @@ class PsisLoo:
     good_k: float
     n_samples: int
     pareto_k_pq: float = float("nan")
+    n_eff: np.ndarray | None = None
 
     def estimates(self) -> dict[str, float]:
         """Totals and SEs as R loo (SE with the n - 1 variance); `loo_totals`."""
@@ -1103,7 +1113,8 @@ def _psis_loo(ll, corr, lpd_off, r_eff, mcse_method, weights, *, warn=True) -> P
             f"{MIN_DRAWS}",
             stacklevel=3,
         )
-    lw, khat, status, elpd, lpd, mcse = _run(ll, corr, True, r_eff, True, write, lpd_off)
+    lw, khat, status, elpd, lpd, mcse, n_eff = _run(ll, corr, True, r_eff, True, write,
+                                                    lpd_off)
     bad = np.flatnonzero(status == _BAD)
     if bad.size:
         _raise_non_finite_log_lik(ll, bad)
@@ -1121,6 +1132,7 @@ def _psis_loo(ll, corr, lpd_off, r_eff, mcse_method, weights, *, warn=True) -> P
         r_eff=r_eff,
         good_k=pareto_k_threshold(ll.shape[0]),
         n_samples=int(ll.shape[0]),
+        n_eff=n_eff,
     )
 
 

@@ -26,9 +26,9 @@ def initial_result(base, *, khat_threshold=None, y=None, loo_prob=None,
     k-hat is at most the threshold."""
     threshold = float(base.good_k if khat_threshold is None else khat_threshold)
     origin = "mcmc" if draws is None else str(draws.method)
-    # ESS of the PSIS weights per row (R loo's psis_n_eff), the Min. ESS of the k table
-    ess = (None if getattr(base, "log_weights", None) is None
-           else _psis.psis_n_eff(base.log_weights, base.r_eff))
+    # ESS of the PSIS weights per row (R loo's psis_n_eff), the Min. ESS of the k table:
+    # from the kernel's pass when it gave it, else from the weights
+    ess = _n_eff(base)
     return PointwiseLoo(
         elpd_i=base.elpd_i.copy(), p_loo_i=base.p_loo_i.copy(), lpd_i=base.lpd_i.copy(),
         mcse_elpd_i=base.mcse_elpd_i.copy(), pareto_k=base.pareto_k.copy(),
@@ -61,6 +61,17 @@ class PSIS:
         return Estimate.make(
             "psis", rows, base.elpd_loo[rows], base.mcse_elpd_loo[rows], ok,
             pareto_k=k, loo_prob=prob, verified_by=np.where(ok, "khat", ""), reason=reason,
-            diagnostic=_psis.psis_n_eff(base.log_weights[:, rows],
-                                        np.broadcast_to(base.r_eff, base.khat.shape)[rows]),
+            diagnostic=_n_eff(base, rows),
         )
+
+
+def _n_eff(base, rows=None):
+    """R loo's psis_n_eff of ``base``'s rows (all when None): the kernel's, else from the
+    log weights, else None."""
+    rows = slice(None) if rows is None else rows
+    if getattr(base, "n_eff", None) is not None:
+        return np.asarray(base.n_eff)[rows].copy()
+    if getattr(base, "log_weights", None) is None:
+        return None
+    r_eff = np.broadcast_to(base.r_eff, base.pareto_k.shape)[rows]
+    return _psis.psis_n_eff(base.log_weights[:, rows], r_eff)

@@ -536,6 +536,25 @@ def test_to_result_and_psis_n_eff(cmdstan_ll):
     assert np.all(n_eff <= 1000 + 1e-9)
 
 
+@needs_arviz0
+@pytest.mark.parametrize("engine", ["numba", "numpy"])
+def test_kernel_n_eff_equals_r_loo_psis_n_eff_of_arviz_weights(cmdstan_ll, engine):
+    """The PSIS kernel's own n_eff (from its normaliser pass, no S x n weights needed) is R
+    loo's psis_n_eff, r_eff / sum(w^2), of arviz's smoothed weights with the same r_eff."""
+    from loo_adapt.core import psis as psis_mod
+
+    ll = cmdstan_ll.reshape(-1, 54)
+    r = np.random.default_rng(3).uniform(0.3, 1.2, 54)
+    *_, n_eff = psis_mod._run(np.ascontiguousarray(ll), np.zeros(ll.shape[0]), True, r, True,
+                              False, engine=engine)
+    ref = [r[i] / np.sum(np.exp(_arviz_psislw(-ll[:, [i]], float(r[i]))[0]) ** 2)
+           for i in range(54)]  # arviz 0.23 takes one reff per call
+    np.testing.assert_allclose(n_eff, ref, rtol=1e-9)
+    res = loo_pointwise(cmdstan_ll, r_eff=r, weights=False)  # no weights, still the ESS
+    assert res.log_weights is None
+    np.testing.assert_allclose(initial_result(res).diagnostic, n_eff, rtol=1e-12)
+
+
 def test_psis_n_eff_large_input_equals_the_formula():
     """Above a million cells psis_n_eff runs a two-pass kernel (no S x n temporary): the same
     r_eff / sum(w^2) of normalised weights as R loo's psis_n_eff, with unnormalised input."""
