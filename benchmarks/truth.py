@@ -29,7 +29,7 @@ chosen half: whether the issue's targets hold (total error within 2 MC and RMSE 
 + 0.005 with a program; never worse than PSIS without one).
 
     python benchmarks/truth.py [--half choose|report|all] [--seeds 1 2 3] [--benchmarks ...]
-                               [--partial]
+                               [--partial] [--estimators LABEL ...]
 
 ``--partial`` evaluates a benchmark whose brute-force refits are not all done on the folds
 that are (the estimators still see every observation; errors, totals and the combined MC
@@ -133,6 +133,10 @@ def main(argv=None):
     parser.add_argument("--refit-budget", type=int, default=5)
     parser.add_argument("--partial", action="store_true",
                         help="use the finished folds of an unfinished truth")
+    parser.add_argument("--estimators", nargs="*", metavar="LABEL",
+                        help="run only these rows (labels as printed, e.g. psis mixis "
+                             "'default, with program'); psis and mixis always run (the "
+                             "targets compare with them)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     names = benchmark_names(args.half, args.benchmarks)
@@ -158,6 +162,8 @@ def main(argv=None):
                   f"{'total err':>9s} {'MC':>5s} {'unver.':>6s} {'sec':>6s} {'of refit':>8s} "
                   f"{'fits':>6s}")
             for label, run in estimators(bench, seed, mixture, args.refit_budget).items():
+                if args.estimators and label not in {*args.estimators, "psis", "mixis"}:
+                    continue
                 t0 = time.perf_counter()
                 res, extra = run()
                 sec = time.perf_counter() - t0 + extra

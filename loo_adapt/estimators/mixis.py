@@ -352,6 +352,17 @@ POOL_AGREE_Z = 2.0
 FAR_Z = 4.0
 
 
+def _chains_disagree(ctx, rows) -> np.ndarray:
+    """Rows whose posterior chains disagree (`Context.chains_disagree`): their PSIS estimate
+    rests on those draws, so MixIS on its own mixture draws is kept alone there (pooled,
+    the row could not be verified independently of the posterior draws)."""
+    flagged = getattr(ctx, "chains_disagree", None)
+    out = np.zeros(rows.size, dtype=bool)
+    if flagged is not None and flagged[0].size:
+        out = np.isin(rows, flagged[0])
+    return out
+
+
 def _psis_sum_se(ctx, cols, weights) -> float:
     """MCSE of a weighted sum of PSIS rows: the larger of the correlation-aware SE (the
     rows share the posterior draws) and the pointwise MCSEs in quadrature."""
@@ -445,7 +456,9 @@ class MixIS:
     two estimates agree within their Monte Carlo error, row by row and summed (`_agree`):
     PSIS's MCSE does not see errors every chain of the posterior fit shares, so a
     disagreement of the sums means MixIS alone, with the unexplained disagreement added to
-    the total's MCSE (and a warning).  ``pool_khat=None`` keeps MixIS alone on every row.
+    the total's MCSE (and a warning).  Rows whose posterior chains disagree (R-hat of their
+    log-likelihood above 1.01, `Context.chains_disagree`) are never pooled: MixIS alone
+    verifies them on draws independent of the posterior fit.  ``pool_khat=None`` keeps MixIS alone on every row.
     ``mcse`` is that of `mixis_loo` ("delta"; "chains": the delta method inflated by the
     chains' disagreement).
     """
@@ -500,7 +513,7 @@ class MixIS:
             base = ctx.base
             k = base.pareto_k[rows]
             pool = (enough & (k < self.pool_khat) & np.isfinite(base.elpd_i[rows])
-                    & np.isfinite(base.mcse_elpd_i[rows]))
+                    & np.isfinite(base.mcse_elpd_i[rows]) & ~_chains_disagree(ctx, rows))
             agree, extra_var, far, far_why, note = _agree(ctx, est, rows, pool)
             notes = (note,) if note else ()
             pool &= agree
