@@ -458,7 +458,8 @@ class MixIS:
     disagreement of the sums means MixIS alone, with the unexplained disagreement added to
     the total's MCSE (and a warning).  Rows whose posterior chains disagree (R-hat of their
     log-likelihood above 1.01, `Context.chains_disagree`) are never pooled: MixIS alone
-    verifies them on draws independent of the posterior fit.  ``pool_khat=None`` keeps MixIS alone on every row.
+    verifies them on draws independent of the posterior fit.  ``pool_khat=None`` keeps
+    MixIS alone on every row.
     ``mcse`` is that of `mixis_loo` ("delta"; "chains": the delta method inflated by the
     chains' disagreement).
     """
