@@ -126,7 +126,8 @@ def _warnings_only(record: logging.LogRecord) -> bool:
 
 
 #: the files of `loo_adapt.stan` that run refits (a traceback through them is the refits')
-_REFIT_FILES = ("refit.py", "heldout.py", "refit_result.py", "pool.py")
+_REFIT_FILES = ("refit.py", "heldout.py", "refit_result.py", "pool.py", "checkpoint.py",
+                "process_pool.py", "scheduling.py")
 
 
 def _from_refit(err: BaseException) -> bool:
