@@ -31,19 +31,15 @@ from scipy.special import logsumexp
 from loo_adapt.core._callable import make_module_callable
 from loo_adapt.draws import Draws
 from loo_adapt.stan import pool as _pool
+from loo_adapt.stan.heldout import _as_chains, _Job, _n_divergent, convergence_check, heldout_elpd
 from loo_adapt.stan.refit import (
-    _as_chains,
     _check_int,
     _check_seconds,
     _check_thresholds,
     _fn_fingerprint,
-    _Job,
-    _n_divergent,
     _program_fingerprint,
     _progress_bar,
     _schedule,
-    convergence_check,
-    heldout_elpd,
 )
 
 __all__ = ["kfold", "kfold_split"]

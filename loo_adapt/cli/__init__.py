@@ -125,12 +125,17 @@ def _warnings_only(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.WARNING
 
 
+#: the files of `loo_adapt.stan` that run refits (a traceback through them is the refits')
+_REFIT_FILES = ("refit.py", "heldout.py", "refit_result.py", "pool.py", "checkpoint.py",
+                "process_pool.py", "scheduling.py")
+
+
 def _from_refit(err: BaseException) -> bool:
     """True if the error was raised inside the refit machinery (not an input problem)."""
     tb = err.__traceback__
     while tb is not None:
         path = pathlib.Path(tb.tb_frame.f_code.co_filename)
-        if path.parent.name == "stan" and path.name in ("refit.py", "pool.py"):
+        if path.parent.name == "stan" and path.name in _REFIT_FILES:
             return True
         tb = tb.tb_next
     return False

@@ -1,37 +1,45 @@
-"""Printed summaries in the style of R loo's print method, and reports written to disk.
+"""Reports written to disk: results.json and the report folder.
 
-* :func:`format_summary` - estimates with SE, MCSE, the Pareto-k table before and after
-  adaptation, counts per estimator, and the observations that still need a refit.
-* :func:`format_pointwise` - one line per observation: estimator, k-hat before / after (or
-  the MixIS / refit diagnostic), elpd_loo_i, MCSE, LOO probability.
 * :func:`save_report` - summary.txt, results.json (every pointwise array), metrics.json and
   PNG figures in a directory; :func:`load_results` reads results.json back.
+* :func:`results_dict` - the content of results.json, exact for every field.
+
+The printed summaries (`format_summary`, `format_pointwise`) live in
+`loo_adapt.evaluation.summary`, the folder's lock, staging and manifest in
+`loo_adapt.evaluation.report_folder`; both are importable from here as before.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime
-import hashlib
 import json
 import math
-import os
 import pathlib
-import shutil
-import uuid
 from collections.abc import Mapping
 
 import numpy as np
 
 from loo_adapt.core._names import OLD_NAMES as _OLD_NAMES
-from loo_adapt.core.fmt import comparison
+from loo_adapt.evaluation.report_folder import (
+    LOCK,
+    MANIFEST,
+    ReportBusyError,
+    _Staging,
+    _versions,
+    read_manifest,
+    report_lock,
+)
+from loo_adapt.evaluation.summary import (
+    NO_KHAT,
+    POINTWISE_LEGEND,
+    _scale_of,
+    as_pointwise,
+    format_pointwise,
+    format_summary,
+    khat_counts,
+    unreliable_reasons,
+)
 from loo_adapt.result import PointwiseLoo, observation_label
-
-_SCALE_FACTOR = {"log": 1.0, "negative_log": -1.0, "deviance": -2.0}
-
-#: Estimators without a Pareto k-hat of their own (their diagnostic is an ESS).
-NO_KHAT = ("mixis", "refit")
 
 #: PointwiseLoo fields written to results.json, in this order.
 POINTWISE_FIELDS = ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "pareto_k_after",
@@ -39,291 +47,9 @@ POINTWISE_FIELDS = ("elpd_i", "p_loo_i", "lpd_i", "mcse_elpd_i", "pareto_k", "pa
 
 __all__ = ["format_summary", "format_pointwise", "khat_counts", "save_report",
            "load_results", "as_pointwise", "observation_label", "unreliable_reasons",
-           "results_dict", "POINTWISE_FIELDS", "POINTWISE_LEGEND"]
-
-
-# --------------------------------------------------------------------------- inputs
-def as_pointwise(result) -> PointwiseLoo:
-    """The `PointwiseLoo` of an ELPDData from `loo_adapt.loo`, or the PointwiseLoo itself.
-
-    Parameters
-    ----------
-    result : a `PointwiseLoo`, or the ELPDData returned by `loo_adapt.loo` (its
-        ``loo_adapt`` attribute).
-
-    Returns
-    -------
-    PointwiseLoo
-
-    Examples
-    --------
-    >>> from loo_adapt.result import PointwiseLoo
-    >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, 0.9]), 0.7, 100, 1.0)
-    >>> as_pointwise(res) is res
-    True
-    """
-    if isinstance(result, PointwiseLoo):
-        return result
-    inner = getattr(result, "loo_adapt", None)
-    if isinstance(inner, PointwiseLoo):
-        return inner
-    if result is None or inner is None and hasattr(result, "loo_adapt"):
-        raise ValueError("no loo_adapt result attached to this object")
-    raise TypeError(
-        "expected the ELPDData returned by loo_adapt.loo or a loo_adapt.PointwiseLoo, got "
-        f"{type(result).__name__} (a plain arviz ELPDData has no per-observation estimators)"
-    )
-
-
-def _scale_of(result, scale):
-    if scale is not None:
-        return scale
-    for get in (lambda r: r["scale"], lambda r: r.scale):
-        try:
-            value = get(result)
-        except (KeyError, AttributeError, TypeError, IndexError):
-            continue
-        if isinstance(value, str) and value in _SCALE_FACTOR:
-            return value
-    return "log"
-
-
-# --------------------------------------------------------------------------- summary
-def khat_counts(khat, threshold: float) -> np.ndarray:
-    """Counts of finite k-hat in (-inf, threshold], (threshold, 1], (1, inf).
-
-    Parameters
-    ----------
-    khat : array of k-hat values (non-finite ones are not counted).
-    threshold : the good / bad boundary.
-
-    Returns
-    -------
-    ndarray of 3 ints
-
-    Examples
-    --------
-    >>> khat_counts(np.array([0.1, 0.5, 0.8, 1.2, np.nan]), 0.7)
-    array([2, 1, 1])
-    """
-    k = np.asarray(khat, dtype=float)
-    k = k[~np.isnan(k)]
-    return np.array([np.sum(k <= threshold), np.sum((k > threshold) & (k <= 1)),
-                     np.sum(k > 1)], dtype=int)
-
-
-def _fmt(x, spec: str, width: int) -> str:
-    x = float(x)
-    return f"{'NA':>{width}s}" if not np.isfinite(x) else f"{x:>{width}{spec}}"
-
-
-def format_summary(result, scale: str = "log") -> str:
-    """R-loo-style summary of a `PointwiseLoo` (or the ELPDData from `loo_adapt.loo`).
-
-    What ``print(res)`` shows (`loo_adapt.evaluation.diagnostics.format_loo`: totals with
-    standard errors (n - 1 variance, as R loo), the MCSE of elpd_loo, the Pareto-k table of
-    the estimator that produced each row with R loo's Min. ESS column, MixIS and refits in
-    their own bins), then plain PSIS's k table when another estimator replaced a row, the
-    number of observations per estimator, what verified them, and the observations whose
-    estimate is still unreliable with the check each failed.
-
-    Parameters
-    ----------
-    result : a `PointwiseLoo` or ELPDData from `loo_adapt.loo`.
-    scale : "log" (elpd), "negative_log" or "deviance" (looic = -2 elpd), as R loo.
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> from loo_adapt.result import PointwiseLoo
-    >>> pw = PointwiseLoo(*(np.zeros(3),) * 4, np.array([0.2, 0.9, 0.1]), 0.7, 100, 1.0)
-    >>> text = format_summary(pw)
-    >>> text.splitlines()[0]
-    'Computed from 100 by 3 log-likelihood matrix.'
-    """
-    if result is None:
-        raise ValueError("no loo_adapt result attached to this object")
-    result = as_pointwise(result)
-    if scale not in _SCALE_FACTOR:
-        raise ValueError(f"scale must be one of {sorted(_SCALE_FACTOR)}, got {scale!r}")
-    from loo_adapt.evaluation.diagnostics import format_loo, pareto_k_table
-
-    lines = format_loo(result, scale).splitlines()
-    if np.any(result.unreliable):
-        lines.pop()  # the pointer to this summary: the list is below
-    method = np.asarray(result.method).astype(str)
-    if np.any(method != "psis"):
-        lines.append("")
-        lines.append(pareto_k_table(result, before=True).format(
-            "Plain PSIS on the posterior draws, before the other estimators:"))
-    lines.append("")
-
-    names, counts = np.unique(method, return_counts=True)
-    order = np.argsort(-counts, kind="stable")
-    parts = []
-    for j in order:
-        sel = method == names[j]
-        ok = int(np.sum(result.reliable[sel]))
-        parts.append(f"{names[j]} {counts[j]}" + ("" if ok == counts[j] else f" ({ok} reliable)"))
-    lines.append("Estimator per observation: " + ", ".join(parts)
-                 + (" (mixis+psis: MixIS pooled with PSIS, two independent samples)"
-                    if "mixis+psis" in names else ""))
-    verified = getattr(result, "verified_by", None)
-    if verified is not None:
-        checked = result.checked_for_bias
-        kinds, counts = np.unique(np.asarray(verified[checked], dtype=str), return_counts=True)
-        n_khat = int(np.sum(result.khat_only))
-        lines.append(
-            "Verified (by a check that can see bias): "
-            + (", ".join(f"{k} {c}" for k, c in zip(kinds, counts)) or "none")
-            + f"; accepted on k-hat alone (not checked for bias): {n_khat}"
-            + f"; not verified: {int(np.sum(result.unreliable))}")
-        lines.append("  (certified: adapted and passed the bias checks; mixis_mcse: MixIS (or "
-                     "pooled) MCSE small enough; refit: exact refit)")
-    for note in getattr(result, "notes", None) or ():
-        lines.append(f"Note: {note}.")
-    lines.extend(_unreliable_lines(result))
-    return "\n".join(lines)
-
-
-def unreliable_reasons(result) -> dict[int, str]:
-    """Why each unreliable observation is not shown reliable, keyed by 0-based index.
-
-    The estimator's own failed check: its k-hat above the threshold (importance sampling),
-    its MCSE and ESS (MixIS), or the reason a refit or check recorded (a ``reason`` field
-    of the result, when present, takes precedence).
-
-    Parameters
-    ----------
-    result : a `PointwiseLoo` or the ELPDData from `loo_adapt.loo`.
-
-    Returns
-    -------
-    dict
-        {i: reason} for every unreliable observation, in index order.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from loo_adapt.result import PointwiseLoo, observation_label
-    >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, 0.9]), 0.7, 100, 1.0)
-    >>> unreliable_reasons(res)
-    {1: 'psis: k-hat 0.90 > 0.70'}
-    """
-    res = as_pointwise(result)
-    recorded = getattr(res, "reason", None)
-    thr = float(res.good_k)
-    out = {}
-    for i in np.flatnonzero(res.unreliable):
-        m = str(res.method[i])
-        given = None if recorded is None else recorded[i]
-        if isinstance(given, str) and given:
-            out[int(i)] = f"{m}: {given}"
-            continue
-        k = float(res.pareto_k_after[i])
-        if m not in NO_KHAT and np.isfinite(k):
-            out[int(i)] = f"{m}: " + comparison("k-hat", k, ">", thr)
-        elif m not in NO_KHAT and np.isnan(k):
-            out[int(i)] = f"{m}: no k-hat (the Pareto fit failed)"
-        elif m not in NO_KHAT:
-            out[int(i)] = f"{m}: " + comparison("k-hat", k, ">", thr)
-        else:
-            ess = float(res.diagnostic[i])
-            mcse = float(res.mcse_elpd_i[i])
-            what = "not verified" if m == "refit" else "MCSE above the accepted bound"
-            ess_txt = f", ESS {ess:.1f}" if np.isfinite(ess) else ""
-            out[int(i)] = f"{m}: {what} (MCSE {mcse:.2f}{ess_txt})"
-    return out
-
-
-def _unreliable_lines(result: PointwiseLoo, shown: int = 20) -> list[str]:
-    from loo_adapt.advice import next_step_for
-
-    reasons = unreliable_reasons(result)
-    n_khat = int(np.sum(result.khat_only))
-    if not reasons and not n_khat:
-        return ["Every observation has a reliable estimate (verified by a check that can see "
-                "bias)."]
-    lines = []
-    n = len(reasons)
-    if n:
-        lines.append(f"Still unreliable: {n} observation{'s' if n > 1 else ''} (0-based "
-                     "index, Stan's 1-based log_lik index beside it), with the failed check:")
-        for i, why in list(reasons.items())[:shown]:
-            lines.append(f"  {i:>5d}  log_lik[{i + 1}]  {why}")
-        if n > shown:
-            lines.append(f"  ... ({n} in all; every one in the pointwise table)")
-    if n_khat:
-        lines.append(f"{n_khat} observation{'s rest' if n_khat > 1 else ' rests'} on PSIS "
-                     "with k-hat below the threshold, not checked for bias.")
-    step = next_step_for(result)
-    lines.append(f"Next step: {step[0].upper()}{step[1:]}.")
-    return lines
-
-
-#: What each column of `format_pointwise` means (written below the table in summary.txt).
-POINTWISE_LEGEND = """\
-Columns: i = observation (0-based); estimator = what produced the row (psis; a transform
-kl / var / ll / mm1 / mm2, or a '+'-joined pair from the split selection; mm = moment
-matching; mixis = mixture importance sampling; mixis+psis = MixIS pooled with PSIS; refit =
-exact refit); rho = step size of the chosen transform (blank when none); k_before = plain
-PSIS k-hat; k_after = k-hat of the estimator that produced the row (held-out draws for a
-transform; NA for MixIS and refits, which have none); diag = that estimator's effective
-sample size (ESS of the PSIS, MixIS or refit draws; blank when unknown); elpd_loo = the
-row's log LOO predictive density; mcse = its Monte Carlo SE; loo_prob = P(y_i = 1 | y_-i)
-for binary outcomes; reliable = whether the estimator's own check passed (the summary names
-the failed check of every NO)."""
-
-
-def format_pointwise(result) -> str:
-    """One line per observation (0-based index i).
-
-    Columns: estimator (psis, a transform or a '+'-joined pair from the split selection,
-    mm, mixis, refit), rho (step size of a transform), k_before (plain PSIS), k_after (the
-    estimator's k-hat; NA for MixIS and refits), diag (their ESS), elpd_loo_i, its MCSE,
-    the LOO probability P(y_i = 1 | y_-i) and whether the estimate is reliable.
-
-    Parameters
-    ----------
-    result : `PointwiseLoo` or the ELPDData of `loo_adapt.loo`.
-
-    Returns
-    -------
-    str
-        A header line and one line per observation.
-
-    Examples
-    --------
-    >>> from loo_adapt.result import PointwiseLoo
-    >>> res = PointwiseLoo(*(np.zeros(2),) * 4, np.array([0.2, 0.9]), 0.7, 100, 1.0)
-    >>> len(format_pointwise(res).splitlines())
-    3
-    """
-    result = as_pointwise(result)
-    cols = [("i", 5), ("estimator", 12), ("rho", 10), ("k_before", 9), ("k_after", 9),
-            ("diag", 9), ("elpd_loo", 11), ("mcse", 9), ("loo_prob", 10), ("reliable", 9)]
-    head = "".join(f"{name:>{w}s}" if name != "estimator" else f"  {name:<{w - 2}s}"
-                   for name, w in cols)
-    lines = [head]
-    for i in range(result.n_obs):
-        m = str(result.method[i])
-        rho = float(result.rho[i])
-        lines.append(
-            f"{i:>5d}  {m:<10s}"
-            + (f"{rho:>10.3g}" if np.isfinite(rho) else f"{'':>10s}")
-            + _fmt(result.pareto_k[i], ".2f", 9)
-            + _fmt(result.pareto_k_after[i], ".2f", 9)
-            + (_fmt(result.diagnostic[i], ".1f", 9) if np.isfinite(result.diagnostic[i])
-               else f"{'':>9s}")
-            + _fmt(result.elpd_i[i], ".4f", 11)
-            + _fmt(result.mcse_elpd_i[i], ".4f", 9)
-            + _fmt(result.loo_prob[i], ".4f", 10)
-            + f"{'yes' if result.reliable[i] else 'NO':>9s}"
-        )
-    return "\n".join(lines)
+           "results_dict", "POINTWISE_FIELDS", "POINTWISE_LEGEND",
+           # moved to summary / report_folder, importable from here as before
+           "NO_KHAT", "MANIFEST", "LOCK", "ReportBusyError", "report_lock", "read_manifest"]
 
 
 # --------------------------------------------------------------------------- JSON
@@ -413,20 +139,6 @@ def _json_safe(value):
     if isinstance(value, (float, np.floating)) and not math.isfinite(float(value)):
         return _float_text(float(value))
     return _encode(value)
-
-
-def _versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from loo_adapt import __version__
-
-    out = {"loo_adapt": __version__, "numpy": np.__version__}
-    for dist in ("arviz", "scipy", "matplotlib"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            pass
-    return out
 
 
 def _split_fields(res: PointwiseLoo) -> tuple[dict, dict, dict]:
@@ -669,176 +381,6 @@ def save_report(result, out_dir, *, y=None, probs=None, name: str = "loo",
         if figures:
             _figures(res, stage, y_arr, prob_map)
         return stage.commit()
-
-
-# --------------------------------------------------------------------------- atomic folder
-#: The file naming the run that wrote a report folder and the files it wrote.
-MANIFEST = "loo-adapt-manifest.json"
-#: Lock file (holding the writer's pid) while a run writes into a report folder.
-LOCK = ".loo-adapt.lock"
-_STAGING = ".loo-adapt-staging-"
-_HELD: set[str] = set()
-
-
-class ReportBusyError(RuntimeError):
-    """Another live process is writing into the same report folder."""
-
-
-def _pid_alive(pid: int) -> bool:
-    if os.name == "nt":  # os.kill(pid, 0) would send Ctrl-C there: assume alive
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _acquire(lock: pathlib.Path) -> None:
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                pid = int(lock.read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                pid = None
-            if pid is not None and pid != os.getpid() and not _pid_alive(pid):
-                lock.unlink(missing_ok=True)  # left by a run that died
-                continue
-            who = f"pid {pid}" if pid is not None else "unknown pid"
-            raise ReportBusyError(
-                f"{lock.parent} is being written by another loo-adapt run ({who}); wait for "
-                f"it to finish or choose another output folder (delete {lock.name} there "
-                "only if no run is active)") from None
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{os.getpid()}\n")
-        return
-    raise ReportBusyError(f"cannot lock {lock}: it keeps reappearing; choose another folder")
-
-
-@contextlib.contextmanager
-def report_lock(out_dir):
-    """Hold the lock of a report folder: a second writer is refused with `ReportBusyError`.
-
-    Re-entrant within one process (the CLI holds it for a whole run and `save_report`
-    takes it again); a lock left by a process that no longer exists is taken over.
-
-    Parameters
-    ----------
-    out_dir : the report folder (created if needed).
-
-    Returns
-    -------
-    A context manager.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d, report_lock(d):
-    ...     pass
-    """
-    out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    lock = out / LOCK
-    key = str(lock.resolve())
-    if key in _HELD:
-        yield
-        return
-    _acquire(lock)
-    _HELD.add(key)
-    try:
-        yield
-    finally:
-        _HELD.discard(key)
-        lock.unlink(missing_ok=True)
-
-
-def read_manifest(out_dir) -> dict | None:
-    """The manifest of the run that last completed a report in ``out_dir`` (None if none).
-
-    Parameters
-    ----------
-    out_dir : a report folder.
-
-    Returns
-    -------
-    dict or None
-        run_id, time (UTC), name, versions and files (name, bytes, sha256).
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     read_manifest(d) is None
-    True
-    """
-    path = pathlib.Path(out_dir) / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("files"), list) else None
-
-
-class _Staging:
-    """Files written into a hidden folder inside the target, moved in place by `commit`.
-
-    Until `commit` the previous report is untouched; on any error (a full disk included)
-    the staged files are removed and the error propagates.  `commit` renames each file
-    (atomic on one file system), writes the manifest, then removes the files the previous
-    manifest listed that this run did not write - never any other file.
-    """
-
-    def __init__(self, out: pathlib.Path, name: str):
-        self.out, self.name = out, name
-        self.run_id = uuid.uuid4().hex
-        self.dir = out / f"{_STAGING}{self.run_id}"
-        self.names: list[str] = []
-
-    def __enter__(self):
-        for old in self.out.glob(f"{_STAGING}*"):  # left by a run that was killed
-            shutil.rmtree(old, ignore_errors=True)
-        self.dir.mkdir()
-        return self
-
-    def __exit__(self, *exc):
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return False
-
-    def path(self, filename: str) -> pathlib.Path:
-        self.names.append(filename)
-        return self.dir / filename
-
-    def write_text(self, filename: str, text: str) -> None:
-        with open(self.path(filename), "w", encoding="utf-8") as fh:
-            fh.write(text)
-
-    def commit(self) -> list[pathlib.Path]:
-        previous = read_manifest(self.out)
-        files = []
-        for filename in self.names:
-            data = (self.dir / filename).read_bytes()
-            files.append({"name": filename, "bytes": len(data),
-                          "sha256": hashlib.sha256(data).hexdigest()})
-        manifest = {"run_id": self.run_id,
-                    "time": datetime.datetime.now(datetime.UTC).isoformat(),
-                    "name": self.name, "writer": "loo_adapt.evaluation.report.save_report",
-                    "versions": _versions(), "files": files}
-        tmp = self.dir / MANIFEST
-        tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-        for filename in self.names:
-            os.replace(self.dir / filename, self.out / filename)
-        os.replace(tmp, self.out / MANIFEST)
-        for item in (previous or {}).get("files", []):
-            old = item.get("name") if isinstance(item, dict) else None
-            if (isinstance(old, str) and old not in self.names and old == pathlib.Path(old).name
-                    and old not in (MANIFEST, LOCK)):
-                with contextlib.suppress(OSError):
-                    (self.out / old).unlink()
-        return [self.out / filename for filename in self.names]
 
 
 def _figures(res: PointwiseLoo, stage: _Staging, y, prob_map) -> None:

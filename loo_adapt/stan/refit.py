@@ -35,361 +35,35 @@ twice the warm-up and draws (``program`` refits; after divergent transitions als
 again (or cannot be rerun longer: ``refit_fn``), is reported unverified with the reason,
 never "reliable".
 
-Monte Carlo error.  ``elpd_i = log mean_s exp(ll_s)``; by the delta method its standard
-error is ``sd(exp(ll)) / (mean(exp(ll)) sqrt(ESS))``, computed as ``sd(r) / sqrt(ESS)`` with
-``r_s = exp(ll_s - elpd_i)`` (no overflow), and ESS of ``exp(ll)`` over the refit's chains
-(R loo's estimator, :func:`loo_adapt.core.ess.relative_eff`).
+One refit (the worker's job, the held-out elpd with its Monte Carlo error, the convergence
+check) lives in `loo_adapt.stan.heldout`; the result, `RefitResult`, in
+`loo_adapt.stan.refit_result`.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
 from time import monotonic as time_mono
 
 import numpy as np
-from scipy.special import logsumexp
 
-from loo_adapt.core._names import add_deprecated_aliases
-from loo_adapt.core.checks import as_log_lik_array
-from loo_adapt.core.ess import ess_bulk, relative_eff, rhat_rank
 from loo_adapt.result import observation_label
 from loo_adapt.stan import pool as _pool
+from loo_adapt.stan.heldout import _check_refit_fn, _Job, _run, convergence_check, heldout_elpd
+from loo_adapt.stan.refit_result import RefitResult
 
 __all__ = ["RefitResult", "refit_loo", "heldout_elpd", "convergence_check"]
 
 logger = logging.getLogger("loo_adapt.stan.refit")
 
-_WRAPPER_METHODS = ("sel_observations", "sample", "get_inference_data", "log_likelihood__i")
 #: seed offset of the longer rerun of a refit that did not converge
 RETRY_SEED_OFFSET = 1_000_003
 #: target acceptance of the rerun of a refit that had divergent transitions (smaller steps:
 #: a horseshoe's funnel is where a few divergences come from)
 RETRY_ADAPT_DELTA = 0.99
-# --------------------------------------------------------------------------------------------
-# array core: one observation's held-out draws -> elpd, MCSE, ESS
-# --------------------------------------------------------------------------------------------
-def _as_chains(log_lik, i=None) -> np.ndarray:
-    """Held-out log-likelihood draws as (chains, draws); (S,) is one chain."""
-    what = "held-out log-likelihood" + ("" if i is None else f" of observation {i}")
-    arr = as_log_lik_array(log_lik, what, copy=True)
-    while arr.ndim > 2 and arr.shape[-1] == 1:
-        arr = arr[..., 0]
-    if arr.ndim == 1:
-        arr = arr[None, :]
-    if arr.ndim != 2:
-        raise ValueError(f"{what} must have shape (S,) or (chains, draws), got {arr.shape}")
-    if arr.shape[1] < 4:
-        raise ValueError(f"{what} needs at least 4 draws per chain, got shape {arr.shape}")
-    return arr
-
-
-def heldout_elpd(log_lik) -> tuple[float, float, float]:
-    """(elpd_i, mcse, ess) from held-out log-likelihood draws (S,) or (chains, draws).
-
-    elpd_i = log mean exp(ll); mcse by the delta method with the ESS of exp(ll) across the
-    chains (R loo's ``relative_eff``), ess that ESS.
-    """
-    ll = _as_chains(log_lik)
-    S = ll.size
-    elpd = float(logsumexp(ll) - math.log(S))
-    if elpd == -np.inf:
-        raise ValueError("every held-out log-likelihood draw is -inf: p(y_i | y_-i) = 0")
-    ess = float(relative_eff(ll[:, :, None], log=True)[0] * S)
-    r = np.exp(ll - elpd)  # likelihood relative to its mean, <= S
-    mcse = float(np.sqrt(np.var(r, ddof=1) / ess))
-    return elpd, mcse, ess
-
-
-
-
-# --------------------------------------------------------------------------------------------
-# convergence of one refit: divergences, rank-normalised R-hat, bulk ESS (Vehtari et al. 2021)
-# --------------------------------------------------------------------------------------------
-def convergence_check(log_lik, n_divergent: int = -1, *, max_rhat: float = 1.01,
-                      min_ess: float | None = None) -> tuple[str, float, float]:
-    """Is a refit converged enough to trust its held-out elpd?
-
-    Parameters
-    ----------
-    log_lik : held-out log-likelihood draws, (chains, draws).
-    n_divergent : divergent transitions of the refit (-1: not known).
-    max_rhat : largest accepted rank-normalised R-hat of the held-out log-likelihood.
-    min_ess : smallest accepted bulk ESS of it (default 100 per chain).
-
-    Returns
-    -------
-    (reason, rhat, ess_bulk) : reason is "" when every check passes, else what failed.
-
-    Examples
-    --------
-    >>> ll = np.random.default_rng(1).normal(size=(4, 250))
-    >>> convergence_check(ll, 0)[0]
-    ''
-    >>> convergence_check(ll, 3)[0]
-    'not converged: 3 divergent transition(s)'
-    """
-    ll = _as_chains(log_lik)
-    if np.ptp(ll) == 0 or not np.all(np.isfinite(ll)):
-        # a constant held-out likelihood is exact; -inf draws: R-hat/ESS are undefined, and
-        # the checks below would be meaningless; divergences still count
-        rhat, ess = np.nan, np.nan
-    else:
-        rhat, ess = rhat_rank(ll), ess_bulk(ll)
-    min_ess = 100.0 * ll.shape[0] if min_ess is None else float(min_ess)
-    reasons = []
-    if n_divergent > 0:
-        reasons.append(f"{n_divergent} divergent transition(s)")
-    if np.isfinite(rhat) and rhat > max_rhat:
-        reasons.append(f"R-hat {rhat:.3f} > {max_rhat:g}")
-    if np.isfinite(ess) and ess < min_ess:
-        reasons.append(f"bulk ESS {ess:.0f} < {min_ess:.0f}")
-    reason = "not converged: " + ", ".join(reasons) if reasons else ""
-    return reason, float(rhat), float(ess)
-
-
-# --------------------------------------------------------------------------------------------
-# result
-# --------------------------------------------------------------------------------------------
-@add_deprecated_aliases
-@dataclass
-class RefitResult:
-    """Exact LOO refits. Arrays are aligned to ``indices`` (NaN where there is no estimate).
-
-    indices : observations asked for, in the caller's order (most severe first).
-    elpd_i, mcse_elpd_i : held-out log predictive density and its Monte Carlo error.
-    reliable : the refit finished and passed the convergence check.
-    reason : why a row is not reliable ("" where it is): the failure, the timeout, the
-        convergence check, or the limit that left it out.
-    status : "ok", "unconverged" (an estimate, not verified), "error", "timeout", "died",
-        "skipped" (left out by max_refits / max_seconds).
-    ess : effective sample size of exp(held-out log-lik) across the refit's chains.
-    rhat, ess_bulk, n_divergent : the convergence diagnostics (NaN / -1 where unknown).
-    loo_prob : P(y_i = 1 | y_-i) for a binary outcome, else NaN.
-    seconds : wall time of each refit (measured in its worker).
-    seeds : seed of each refit (-1 where not refitted).
-    refitted : bool mask of rows with an estimate; ``not_refitted`` lists the indices left out
-        by the limits.
-    estimated_seconds_total : estimated wall time of refitting every index asked for,
-        first + first * ceil(remaining / workers), known before the rest started.
-    estimated_seconds_planned : the same for the refits actually scheduled.
-    n_samples : number of held-out draws per refit (0 where not refitted).
-    workers, parallel_chains : the scheduling used (parallel_chains 0: the backend's default).
-    wall_seconds : wall time of the whole call.
-    startup_seconds : wall time until the first refit's result minus that refit's own time
-        (starting the worker processes, compiling, sending the job): not part of the
-        estimate, which is per refit.
-    log_lik : the held-out log-likelihood draws (chains, draws) per index, None if not refitted.
-    rerun : per row, "" or how the estimate's refit was rerun after failing the convergence
-        check (longer warm-up and draws; after divergences a higher adapt_delta).
-    """
-
-    indices: np.ndarray
-    elpd_i: np.ndarray
-    mcse_elpd_i: np.ndarray
-    ess: np.ndarray
-    loo_prob: np.ndarray
-    seconds: np.ndarray
-    seeds: np.ndarray
-    refitted: np.ndarray
-    not_refitted: np.ndarray
-    estimated_seconds_total: float
-    estimated_seconds_planned: float
-    n_samples: np.ndarray
-    log_lik: list = field(default_factory=list, repr=False)
-    reliable: np.ndarray | None = None
-    reason: np.ndarray | None = None
-    status: np.ndarray | None = None
-    rhat: np.ndarray | None = None
-    ess_bulk: np.ndarray | None = None
-    n_divergent: np.ndarray | None = None
-    workers: int = 1
-    parallel_chains: int = 0
-    wall_seconds: float = 0.0
-    startup_seconds: float = 0.0
-    rerun: np.ndarray | None = None
-
-    def __post_init__(self):
-        k = len(self.indices)
-        if self.rerun is None:
-            self.rerun = np.full(k, "", dtype=object)
-        if self.reliable is None:
-            self.reliable = np.asarray(self.refitted, dtype=bool).copy()
-        if self.reason is None:
-            self.reason = np.full(k, "", dtype=object)
-        if self.status is None:
-            self.status = np.where(self.refitted, "ok", "skipped").astype(object)
-        for name in ("rhat", "ess_bulk"):
-            if getattr(self, name) is None:
-                setattr(self, name, np.full(k, np.nan))
-        if self.n_divergent is None:
-            self.n_divergent = np.full(k, -1, dtype=np.int64)
-
-    @classmethod
-    def empty(cls, indices) -> RefitResult:
-        """A result for ``indices`` with nothing refitted yet (every row "skipped")."""
-        k = len(indices)
-        return cls(
-            indices=np.asarray(indices, dtype=np.int64), elpd_i=np.full(k, np.nan),
-            mcse_elpd_i=np.full(k, np.nan), ess=np.full(k, np.nan),
-            loo_prob=np.full(k, np.nan), seconds=np.full(k, np.nan),
-            seeds=np.full(k, -1, dtype=np.int64), refitted=np.zeros(k, dtype=bool),
-            not_refitted=np.empty(0, dtype=np.int64), estimated_seconds_total=0.0,
-            estimated_seconds_planned=0.0, n_samples=np.zeros(k, dtype=np.int64),
-            log_lik=[None] * k,
-        )
-
-    @property
-    def n_refitted(self) -> int:
-        return int(np.sum(self.refitted))
-
-    @property
-    def failed(self) -> np.ndarray:
-        """Rows whose refit raised, returned NaN, timed out or lost its worker."""
-        return np.isin(self.status.astype(str), ("error", "timeout", "died"))
-
-    def to_estimate(self, y=None):
-        """The refitted rows as an `loo_adapt.estimators.base.Estimate` (merge it with
-        `PointwiseLoo.merge`, the only writer).
-
-        Parameters
-        ----------
-        y : binary outcomes of all n observations, to give the LOO probability of rows whose
-            refits did not (a ``refit_fn`` without y); None leaves those NaN.
-
-        Returns
-        -------
-        Estimate
-            Rows that were refitted: elpd_loo, MCSE, ESS as the diagnostic, ``reliable`` as
-            the refit's own (False for one that did not pass its convergence check, with the
-            reason), ``verified_by = "refit"`` where reliable.  Rows not refitted (budget,
-            failure) are left out.
-
-        Examples
-        --------
-        >>> result = result.merge(refit_loo([3, 7], program).to_estimate())  # doctest: +SKIP
-        """
-        from loo_adapt.estimators.base import Estimate
-
-        sel = np.asarray(self.refitted, dtype=bool)
-        rows = np.asarray(self.indices)[sel]
-        elpd = np.asarray(self.elpd_i, dtype=float)[sel]
-        prob = np.asarray(self.loo_prob, dtype=float)[sel]
-        if y is not None:
-            p_obs = np.exp(elpd)
-            yy = np.asarray(y)[rows]
-            prob = np.where(np.isnan(prob), np.where(yy == 1, p_obs, 1.0 - p_obs), prob)
-        ok = np.asarray(self.reliable, dtype=bool)[sel]
-        reason = np.where(ok, "", np.asarray(self.reason, dtype=object)[sel]).astype(object)
-        return Estimate.make(
-            "refit", rows, elpd, np.asarray(self.mcse_elpd_i, dtype=float)[sel], ok,
-            diagnostic=np.asarray(self.ess, dtype=float)[sel], loo_prob=prob,
-            verified_by=np.where(ok, "refit", ""), reason=reason,
-            row_draws=[self.row_draws(int(j), y) for j in np.flatnonzero(sel)],
-        )
-
-    def row_draws(self, pos: int, y=None):
-        """The held-out draws of one refit as a `loo_adapt.estimators.base.RowDraws`.
-
-        Parameters
-        ----------
-        pos : position in ``indices``.
-        y : binary outcomes of all n observations, or None.
-
-        Returns
-        -------
-        RowDraws or None
-            Uniform weights over the refit's draws and, for a binary ``y``,
-            P(y_i = 1 | theta_s) = exp(log_lik) if y_i = 1 else 1 - exp(log_lik); None
-            where the row has no held-out log-likelihood draws (not refitted).
-
-        Examples
-        --------
-        >>> res = refit_loo([3], refit_fn=lambda i: np.log(np.full((2, 50), 0.25)),
-        ...                 progress=False, n_jobs=1)
-        >>> rec = res.row_draws(0, y=np.ones(5))
-        >>> rec.source, float(rec.p1.mean())
-        ('refit', 0.25)
-        """
-        from loo_adapt.core.bernoulli import bernoulli_log_p1
-        from loo_adapt.estimators.base import RowDraws
-
-        ll = self.log_lik[pos] if pos < len(self.log_lik) else None
-        if ll is None:
-            return None
-        ll = np.asarray(ll, dtype=float).ravel()
-        p1 = None
-        if y is not None:
-            p1 = np.exp(bernoulli_log_p1(ll[:, None], np.asarray(y)[[self.indices[pos]]])[:, 0])
-        return RowDraws("refit", np.full(ll.size, -np.log(ll.size)), p1)
-
-
-# --------------------------------------------------------------------------------------------
-# jobs (module level so that they pickle into worker processes)
-# --------------------------------------------------------------------------------------------
-def _accepts_seed(fn) -> bool:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "seed" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-               or p.kind == p.VAR_KEYWORD for p in params)
-
-
-def _is_wrapper(obj) -> bool:
-    return all(callable(getattr(obj, m, None)) for m in _WRAPPER_METHODS)
-
-
-def _n_divergent(fit) -> int:
-    div = getattr(fit, "sample_stats", {}).get("divergent__")
-    return -1 if div is None else int(np.sum(np.asarray(div) > 0))
-
-
-@dataclass
-class _Job:
-    program: object = None
-    refit_fn: object = None
-    chains: int = 4
-    draws: int = 1000
-    warmup: int = 1000
-    parallel_chains: int | None = None
-
-    def __call__(self, i: int, seed: int, scale: int = 1, adapt_delta=None) -> dict:
-        t0 = time.perf_counter()
-        try:
-            ll, n_div = self._heldout(i, seed, scale, adapt_delta)
-        except Exception as err:
-            err.add_note(f"(while refitting without observation {i}, seed {seed})")
-            raise
-        return {"log_lik": ll, "seconds": time.perf_counter() - t0, "n_divergent": n_div}
-
-    def _heldout(self, i: int, seed: int, scale: int, adapt_delta=None
-                 ) -> tuple[np.ndarray, int]:
-        if self.refit_fn is None:
-            extra = {} if adapt_delta is None else {"adapt_delta": adapt_delta}
-            fit = self.program.refit_without(
-                i, seed=seed, chains=self.chains, draws=self.draws * scale,
-                warmup=self.warmup * scale, parallel_chains=self.parallel_chains, **extra)
-            ll = self.program.heldout_log_lik(fit, i).reshape(fit.shape)
-            return _as_chains(ll, i), _n_divergent(fit)
-        if _is_wrapper(self.refit_fn):
-            w = self.refit_fn
-            new_obs, excluded = w.sel_observations(i)
-            idata = w.get_inference_data(w.sample(new_obs))
-            ll = w.log_likelihood__i(excluded, idata)
-        elif _accepts_seed(self.refit_fn):
-            ll = self.refit_fn(i, seed=seed)
-        else:
-            ll = self.refit_fn(i)
-        return _as_chains(ll, i), -1
-
-
-def _run(job: _Job, i: int, seed: int, scale: int = 1, adapt_delta=None) -> dict:
-    return job(i, seed, scale, adapt_delta)
 
 
 def _progress_bar(total: int, enabled: bool, desc: str = "LOO refits"):
@@ -453,21 +127,6 @@ def _check_thresholds(max_rhat, min_ess) -> None:
                          f"{max_rhat!r}")
     if min_ess is not None and not (finite(min_ess) and min_ess > 0):
         raise ValueError(f"min_ess must be a positive, finite number, got {min_ess!r}")
-
-
-def _check_refit_fn(refit_fn) -> None:
-    if refit_fn is not None and not (callable(refit_fn) or _is_wrapper(refit_fn)):
-        missing = [m for m in _WRAPPER_METHODS if not callable(getattr(refit_fn, m, None))]
-        raise TypeError(
-            "refit_fn must be a callable refit_fn(i) -> held-out log-likelihood draws, or a "
-            f"SamplingWrapper-like object; {type(refit_fn).__name__} lacks {missing}"
-        )
-    if refit_fn is not None and _is_wrapper(refit_fn) and hasattr(
-        refit_fn, "check_implemented_methods"
-    ):
-        not_impl = refit_fn.check_implemented_methods(list(_WRAPPER_METHODS))
-        if not_impl:
-            raise TypeError(f"the SamplingWrapper does not implement {list(not_impl)}")
 
 
 def _program_fingerprint(program) -> dict:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loo_adapt.estimators.adaptive import (
+from loo_adapt.estimators.adaptive import _stack_columns
+from loo_adapt.estimators.adaptive_candidates import (
     _TAYLOR_MAX,
     _loglik_rowsum_and_column,
     _loglik_steps,
     _logsig_at,
-    _stack_columns,
 )
 
 NO_EXPANSION = (np.empty(0), np.empty((0, 0)))
@@ -100,7 +100,7 @@ def test_snis_columns_matches_logsumexp_and_mcse_elpd(n_cols):
 def test_affine_directions_match_each_rows_dense_direction(monkeypatch):
     """MM2's batched linear predictors and prior changes (several product chunks) against
     each row's own dense direction."""
-    import loo_adapt.estimators.adaptive as adaptive
+    import loo_adapt.estimators.adaptive_candidates as candidates
     from loo_adapt.models import LogisticRegression, Normal, RegularizedHorseshoe
     from loo_adapt.transforms import posterior_terms
 
@@ -114,8 +114,8 @@ def test_affine_directions_match_each_rows_dense_direction(monkeypatch):
     log_weights = rng.standard_normal((S, n))
     terms = posterior_terms(model, theta, hyper)
     rows = np.array([1, 4, 5, 9, 11])
-    monkeypatch.setattr(adaptive, "_AFFINE_COLUMNS", 2 * n)  # chunks of two rows
-    out = adaptive._affine_directions(
+    monkeypatch.setattr(candidates, "_AFFINE_COLUMNS", 2 * n)  # chunks of two rows
+    out = candidates._affine_directions(
         rows, model=model, theta=theta, hyper=hyper, terms=terms, post_sd=None,
         log_weights=log_weights, gaussian=model.gaussian_prior(theta, hyper),
         transforms=("ll", "mm2"), linear=True)

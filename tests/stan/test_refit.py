@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import loo_adapt.stan.heldout as heldout_mod
 import loo_adapt.stan.refit as refit_mod
 from loo_adapt.core.ess import ess_bulk, rhat_rank
 from loo_adapt.result import PointwiseLoo
@@ -230,7 +231,9 @@ class _FakeClock:
 
 def test_limits_leave_the_right_observations_out(monkeypatch, caplog):
     clock = _FakeClock()
-    monkeypatch.setattr(refit_mod, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    fake_time = types.SimpleNamespace(perf_counter=clock.perf_counter)
+    monkeypatch.setattr(refit_mod, "time", fake_time)  # the budget
+    monkeypatch.setattr(heldout_mod, "time", fake_time)  # each refit's own time (the job)
     cost = {7: 10.0, 3: 10.0, 9: 30.0, 1: 10.0, 5: 10.0}
     calls = []
 

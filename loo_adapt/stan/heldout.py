@@ -1,0 +1,187 @@
+"""One refit's held-out draws: the job a worker runs to get them (a ``program`` refit without
+observation i, a ``refit_fn(i)`` or an arviz ``SamplingWrapper``-like object) and what they
+give: elpd_i with its Monte Carlo error and ESS (`heldout_elpd`), and the convergence check
+(`convergence_check`).  `loo_adapt.stan.refit` (LOO) and `loo_adapt.kfold` (K-fold) schedule
+these jobs.
+
+Monte Carlo error.  ``elpd_i = log mean_s exp(ll_s)``; by the delta method its standard
+error is ``sd(exp(ll)) / (mean(exp(ll)) sqrt(ESS))``, computed as ``sd(r) / sqrt(ESS)`` with
+``r_s = exp(ll_s - elpd_i)`` (no overflow), and ESS of ``exp(ll)`` over the refit's chains
+(R loo's estimator, :func:`loo_adapt.core.ess.relative_eff`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import logsumexp
+
+from loo_adapt.core.checks import as_log_lik_array
+from loo_adapt.core.ess import ess_bulk, relative_eff, rhat_rank
+
+__all__ = ["heldout_elpd", "convergence_check"]
+
+_WRAPPER_METHODS = ("sel_observations", "sample", "get_inference_data", "log_likelihood__i")
+
+
+# --------------------------------------------------------------------------------------------
+# array core: one observation's held-out draws -> elpd, MCSE, ESS
+# --------------------------------------------------------------------------------------------
+def _as_chains(log_lik, i=None) -> np.ndarray:
+    """Held-out log-likelihood draws as (chains, draws); (S,) is one chain."""
+    what = "held-out log-likelihood" + ("" if i is None else f" of observation {i}")
+    arr = as_log_lik_array(log_lik, what, copy=True)
+    while arr.ndim > 2 and arr.shape[-1] == 1:
+        arr = arr[..., 0]
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise ValueError(f"{what} must have shape (S,) or (chains, draws), got {arr.shape}")
+    if arr.shape[1] < 4:
+        raise ValueError(f"{what} needs at least 4 draws per chain, got shape {arr.shape}")
+    return arr
+
+
+def heldout_elpd(log_lik) -> tuple[float, float, float]:
+    """(elpd_i, mcse, ess) from held-out log-likelihood draws (S,) or (chains, draws).
+
+    elpd_i = log mean exp(ll); mcse by the delta method with the ESS of exp(ll) across the
+    chains (R loo's ``relative_eff``), ess that ESS.
+    """
+    ll = _as_chains(log_lik)
+    S = ll.size
+    elpd = float(logsumexp(ll) - math.log(S))
+    if elpd == -np.inf:
+        raise ValueError("every held-out log-likelihood draw is -inf: p(y_i | y_-i) = 0")
+    ess = float(relative_eff(ll[:, :, None], log=True)[0] * S)
+    r = np.exp(ll - elpd)  # likelihood relative to its mean, <= S
+    mcse = float(np.sqrt(np.var(r, ddof=1) / ess))
+    return elpd, mcse, ess
+
+
+# --------------------------------------------------------------------------------------------
+# convergence of one refit: divergences, rank-normalised R-hat, bulk ESS (Vehtari et al. 2021)
+# --------------------------------------------------------------------------------------------
+def convergence_check(log_lik, n_divergent: int = -1, *, max_rhat: float = 1.01,
+                      min_ess: float | None = None) -> tuple[str, float, float]:
+    """Is a refit converged enough to trust its held-out elpd?
+
+    Parameters
+    ----------
+    log_lik : held-out log-likelihood draws, (chains, draws).
+    n_divergent : divergent transitions of the refit (-1: not known).
+    max_rhat : largest accepted rank-normalised R-hat of the held-out log-likelihood.
+    min_ess : smallest accepted bulk ESS of it (default 100 per chain).
+
+    Returns
+    -------
+    (reason, rhat, ess_bulk) : reason is "" when every check passes, else what failed.
+
+    Examples
+    --------
+    >>> ll = np.random.default_rng(1).normal(size=(4, 250))
+    >>> convergence_check(ll, 0)[0]
+    ''
+    >>> convergence_check(ll, 3)[0]
+    'not converged: 3 divergent transition(s)'
+    """
+    ll = _as_chains(log_lik)
+    if np.ptp(ll) == 0 or not np.all(np.isfinite(ll)):
+        # a constant held-out likelihood is exact; -inf draws: R-hat/ESS are undefined, and
+        # the checks below would be meaningless; divergences still count
+        rhat, ess = np.nan, np.nan
+    else:
+        rhat, ess = rhat_rank(ll), ess_bulk(ll)
+    min_ess = 100.0 * ll.shape[0] if min_ess is None else float(min_ess)
+    reasons = []
+    if n_divergent > 0:
+        reasons.append(f"{n_divergent} divergent transition(s)")
+    if np.isfinite(rhat) and rhat > max_rhat:
+        reasons.append(f"R-hat {rhat:.3f} > {max_rhat:g}")
+    if np.isfinite(ess) and ess < min_ess:
+        reasons.append(f"bulk ESS {ess:.0f} < {min_ess:.0f}")
+    reason = "not converged: " + ", ".join(reasons) if reasons else ""
+    return reason, float(rhat), float(ess)
+
+
+# --------------------------------------------------------------------------------------------
+# jobs (module level so that they pickle into worker processes)
+# --------------------------------------------------------------------------------------------
+def _accepts_seed(fn) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "seed" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+               or p.kind == p.VAR_KEYWORD for p in params)
+
+
+def _is_wrapper(obj) -> bool:
+    return all(callable(getattr(obj, m, None)) for m in _WRAPPER_METHODS)
+
+
+def _n_divergent(fit) -> int:
+    div = getattr(fit, "sample_stats", {}).get("divergent__")
+    return -1 if div is None else int(np.sum(np.asarray(div) > 0))
+
+
+@dataclass
+class _Job:
+    program: object = None
+    refit_fn: object = None
+    chains: int = 4
+    draws: int = 1000
+    warmup: int = 1000
+    parallel_chains: int | None = None
+
+    def __call__(self, i: int, seed: int, scale: int = 1, adapt_delta=None) -> dict:
+        t0 = time.perf_counter()
+        try:
+            ll, n_div = self._heldout(i, seed, scale, adapt_delta)
+        except Exception as err:
+            err.add_note(f"(while refitting without observation {i}, seed {seed})")
+            raise
+        return {"log_lik": ll, "seconds": time.perf_counter() - t0, "n_divergent": n_div}
+
+    def _heldout(self, i: int, seed: int, scale: int, adapt_delta=None
+                 ) -> tuple[np.ndarray, int]:
+        if self.refit_fn is None:
+            extra = {} if adapt_delta is None else {"adapt_delta": adapt_delta}
+            fit = self.program.refit_without(
+                i, seed=seed, chains=self.chains, draws=self.draws * scale,
+                warmup=self.warmup * scale, parallel_chains=self.parallel_chains, **extra)
+            ll = self.program.heldout_log_lik(fit, i).reshape(fit.shape)
+            return _as_chains(ll, i), _n_divergent(fit)
+        if _is_wrapper(self.refit_fn):
+            w = self.refit_fn
+            new_obs, excluded = w.sel_observations(i)
+            idata = w.get_inference_data(w.sample(new_obs))
+            ll = w.log_likelihood__i(excluded, idata)
+        elif _accepts_seed(self.refit_fn):
+            ll = self.refit_fn(i, seed=seed)
+        else:
+            ll = self.refit_fn(i)
+        return _as_chains(ll, i), -1
+
+
+def _run(job: _Job, i: int, seed: int, scale: int = 1, adapt_delta=None) -> dict:
+    return job(i, seed, scale, adapt_delta)
+
+
+def _check_refit_fn(refit_fn) -> None:
+    if refit_fn is not None and not (callable(refit_fn) or _is_wrapper(refit_fn)):
+        missing = [m for m in _WRAPPER_METHODS if not callable(getattr(refit_fn, m, None))]
+        raise TypeError(
+            "refit_fn must be a callable refit_fn(i) -> held-out log-likelihood draws, or a "
+            f"SamplingWrapper-like object; {type(refit_fn).__name__} lacks {missing}"
+        )
+    if refit_fn is not None and _is_wrapper(refit_fn) and hasattr(
+        refit_fn, "check_implemented_methods"
+    ):
+        not_impl = refit_fn.check_implemented_methods(list(_WRAPPER_METHODS))
+        if not_impl:
+            raise TypeError(f"the SamplingWrapper does not implement {list(not_impl)}")
