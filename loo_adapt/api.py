@@ -10,6 +10,7 @@ import numpy as np
 from loo_adapt.advice import next_step
 from loo_adapt.entry import build_context
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
+from loo_adapt.estimators.arbiter import RefitArbiter
 from loo_adapt.estimators.base import Context, Stage, run_stages
 from loo_adapt.estimators.focused import FocusedMixIS
 from loo_adapt.estimators.mixis import MCSE_METHODS, POOL_KHAT, MixIS
@@ -95,6 +96,10 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
         if name == "adaptive" and estimator == "adaptive":
             continue
         stages.append(make[name]())
+        if name == "refit" and estimator == "mixis":
+            # the refits settle a PSIS / MixIS disagreement (`estimators.arbiter`)
+            stages.append(Stage(RefitArbiter(max_mcse=mixis_max_mcse), rows="all",
+                                accept="all"))
     return stages
 
 

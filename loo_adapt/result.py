@@ -77,7 +77,7 @@ class PointwiseLoo:
         certification), "certified", "mixis_mcse", "refit"; "" where nothing did.
     reason : per observation, why the final estimate is not shown reliable ("" where it is).
     history : one record per merged estimate: estimator, rows, accepted mask, elpd_loo,
-        reliable and reason of each row it returned (see `row_history`).
+        its MCSE, reliable and reason of each row it returned (see `row_history`).
     draws_method : origin of the draws ("mcmc", "advi", "laplace", "pathfinder", ...).
     row_draws : per observation the `loo_adapt.estimators.base.RowDraws` of the estimator
         that produced the row (its draws and final weights; None for plain PSIS rows, whose
@@ -217,8 +217,8 @@ class PointwiseLoo:
                                            if n not in self.notes]
         new["history"] = list(self.history) + [dict(
             estimator=estimate.estimator, rows=rows, accepted=accept,
-            elpd_i=np.asarray(estimate.elpd_i), reliable=np.asarray(estimate.reliable),
-            reason=np.asarray(estimate.reason))]
+            elpd_i=np.asarray(estimate.elpd_i), mcse_elpd_i=np.asarray(estimate.mcse_elpd_i),
+            reliable=np.asarray(estimate.reliable), reason=np.asarray(estimate.reason))]
         return replace(self, **new)
 
     def row_history(self, i: int) -> list[dict]:

@@ -305,6 +305,7 @@ class Context:
     progress: bool = True
     options: dict = field(default_factory=dict)
     weights: bool = True
+    result: Any = None
 
     @cached_property
     def log_lik(self) -> np.ndarray:
@@ -463,7 +464,10 @@ def run_stages(ctx: Context, result, stages) -> Any:
         if rows.size == 0:
             continue
         t0 = time.perf_counter()
+        ctx.result = result
         est = stage.estimator(ctx, rows)
+        if len(est.rows) == 0 and not est.notes:  # a stage with nothing to change
+            continue
         accept = None if stage.accept == "all" else est.reliable
         result = result.merge(est, accept=accept)
         if result.history:

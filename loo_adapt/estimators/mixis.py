@@ -42,6 +42,7 @@ from loo_adapt.core.ess import ess_mean
 from loo_adapt.core.fmt import comparison
 
 __all__ = [
+    "DISAGREE",
     "MixISResult",
     "mixis_loo",
     "chain_inflation",
@@ -350,6 +351,8 @@ POOL_AGREE_Z = 2.0
 #: below `POOL_KHAT`) is evidence of a wrong input (another program, data or fit), not
 #: noise: the rows it concerns lose their verification (chance: 6e-5 a row).
 FAR_Z = 4.0
+#: how the reason of a row unverified by a PSIS / MixIS disagreement begins
+DISAGREE = "PSIS and MixIS disagree"
 
 
 def _chains_disagree(ctx, rows) -> np.ndarray:
@@ -411,13 +414,13 @@ def _agree(ctx, est, rows, pool):
     z = np.divide(d, sd, out=np.zeros_like(d), where=sd > 0)
     row_far = np.abs(z) > FAR_Z
     far[j[row_far]] = True
-    why[j[row_far]] = [f"PSIS and MixIS disagree by {dd:+.3g} ({zz:+.1f} combined MCSEs, more "
+    why[j[row_far]] = [f"{DISAGREE} by {dd:+.3g} ({zz:+.1f} combined MCSEs, more "
                        f"than {FAR_Z:g}): the program, its data or the fit is suspect"
                        for dd, zz in zip(d[row_far], z[row_far])]
     if abs(z_sum) > FAR_Z:
         rest = j[~row_far]
         far[rest] = True
-        why[rest] = (f"PSIS and MixIS disagree in sum over the {r.size} rows where PSIS's "
+        why[rest] = (f"{DISAGREE} in sum over the {r.size} rows where PSIS's "
                      f"k-hat < {POOL_KHAT:g} by {diff:+.3g} ({z_sum:+.1f} combined MCSEs, more "
                      f"than {FAR_Z:g}): the program, its data or the fit is suspect")
     if abs(z_sum) > POOL_AGREE_Z:
