@@ -226,13 +226,14 @@ def ess_tail_columns(x) -> np.ndarray:
 
 # ---- the fused check run by loo(): one sort per column, nothing S x n kept ----------------
 @njit(cache=True)
-def _scores_of_sorted(values, order, table, z):  # pragma: no cover - compiled
-    """z[order[q]] = Blom score of the average rank of values[order[q]] (sorted order)."""
-    n = values.size
+def _scores_of_sorted(sv, order, table, z):  # pragma: no cover - compiled
+    """z[order[q]] = Blom score of the average rank of the q-th smallest value, ``sv`` the
+    values in increasing order (contiguous: ties are runs of equal neighbours)."""
+    n = sv.size
     i = 0
     while i < n:
         k = i
-        while k + 1 < n and values[order[k + 1]] == values[order[i]]:
+        while k + 1 < n and sv[k + 1] == sv[i]:
             k += 1
         score = table[i + k + 2]  # 2 x (average rank) = i + k + 2
         for q in range(i, k + 1):
@@ -265,10 +266,13 @@ def _rhat_of(z, n_chains, n_half):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _radix_argsort(vals):  # pragma: no cover - compiled
-    """Stable argsort of finite float64 ``vals`` (C-contiguous) by an LSD radix sort of their
-    order-preserving 64-bit keys: 8 counting passes, several times a comparison sort's speed
-    at a few thousand draws (the ranks, and so every R-hat, are the same)."""
+def _sorted_order(vals, sv):  # pragma: no cover - compiled
+    """Stable argsort of finite float64 ``vals`` (C-contiguous), with ``sv`` receiving the
+    values in that order.  An LSD radix sort of the high 32 bits of the values'
+    order-preserving 64-bit keys (4 counting passes, a pass skipped when every key has the
+    same byte there), then an insertion sort by the whole key of each run sharing those
+    bits (values within ~1e-6 relative of each other, or tied: a handful at most, already
+    in draw order); the sorted keys give the sorted values back without a gather."""
     n = vals.size
     u = vals.view(np.uint64)
     top = np.uint64(1) << np.uint64(63)
@@ -280,7 +284,7 @@ def _radix_argsort(vals):  # pragma: no cover - compiled
     tk = np.empty_like(keys)
     ti = np.empty_like(idx)
     count = np.empty(257, np.int64)
-    for p in range(8):
+    for p in range(4, 8):
         sh = np.uint64(8 * p)
         count[:] = 0
         for i in range(n):
@@ -297,40 +301,67 @@ def _radix_argsort(vals):  # pragma: no cover - compiled
             count[b] = pos + 1
         keys, tk = tk, keys
         idx, ti = ti, idx
+    hi32 = np.uint64(32)
+    i = 0
+    while i < n:  # runs sharing the high 32 bits: insertion sort by the whole key
+        j = i + 1
+        while j < n and (keys[j] >> hi32) == (keys[i] >> hi32):
+            j += 1
+        for q in range(i + 1, j):
+            k = keys[q]
+            d = idx[q]
+            r = q - 1
+            while r >= i and keys[r] > k:
+                keys[r + 1] = keys[r]
+                idx[r + 1] = idx[r]
+                r -= 1
+            keys[r + 1] = k
+            idx[r + 1] = d
+        i = j
+    su = sv.view(np.uint64)
+    for q in range(n):  # the inverse of the key map
+        k = keys[q]
+        su[q] = k ^ top if k & top else ~k
     return idx
 
 
 @njit(cache=True)
 def _rhat_stuck_column(vals, table, n_chains, h, n_fixed):  # pragma: no cover - compiled
-    """(rank R-hat, stuck) of one column's split draws ``vals`` (2 chains x h)."""
+    """Rank R-hat (bulk and folded, split chains) of one column's split draws ``vals``
+    (2 chains x h)."""
     k = 2 * n_chains
     n = k * h
-    order = _radix_argsort(vals)
+    ext = np.empty(n + 2)  # sorted values between the sentinels -inf and +inf
+    sv = ext[1:n + 1]
+    order = _sorted_order(vals, sv)
     z = np.empty(n)
-    _scores_of_sorted(vals, order, table, z)
+    _scores_of_sorted(sv, order, table, z)
     bulk = _rhat_of(z, k, h)
-    if n % 2 == 1:
-        med = vals[order[n // 2]]
-    else:
-        med = 0.5 * (vals[order[n // 2 - 1]] + vals[order[n // 2]])
+    med = sv[n // 2] if n % 2 == 1 else 0.5 * (sv[n // 2 - 1] + sv[n // 2])
     # |x - med| in increasing order: merge the draws below the median (walking down) with
-    # those at or above it (walking up); no second sort
-    split = 0
-    while split < n and vals[order[split]] < med:
-        split += 1
-    folded = np.empty(n)
+    # those at or above it (walking up), between the sentinels; no second sort
+    ext[0] = -np.inf
+    ext[n + 1] = np.inf
+    right = n // 2
+    while right > 0 and sv[right - 1] >= med:
+        right -= 1
+    while right < n and sv[right] < med:
+        right += 1
+    left = right - 1
+    fv = np.empty(n)
     forder = np.empty(n, dtype=np.int64)
-    left, right = split - 1, split
     for q in range(n):
-        if right >= n or (left >= 0 and med - vals[order[left]] <= vals[order[right]] - med):
-            idx = order[left]
+        dl = med - ext[left + 1]
+        dr = ext[right + 1] - med
+        if dl <= dr:
+            fv[q] = dl
+            forder[q] = order[left]
             left -= 1
         else:
-            idx = order[right]
+            fv[q] = dr
+            forder[q] = order[right]
             right += 1
-        forder[q] = idx
-        folded[idx] = abs(vals[idx] - med)
-    _scores_of_sorted(folded, forder, table, z)
+    _scores_of_sorted(fv, forder, table, z)
     tail = _rhat_of(z, k, h)
     if np.isnan(bulk):
         return tail

@@ -61,14 +61,20 @@ def test_one_chain_has_no_rhat():
     assert not bad.any() and np.isnan(rhat).all()
 
 
-def test_radix_argsort_orders_like_a_stable_sort():
-    """The kernel's radix argsort against numpy's stable sort: negatives, ties, -0.0 / 0.0,
-    tiny and huge magnitudes (its ranks decide every R-hat above)."""
+def test_sorted_order_is_a_stable_sort():
+    """The kernel's radix argsort (high 32 bits of the keys, then a fix-up of runs sharing
+    them) against numpy's stable sort: negatives, ties, -0.0 / 0.0, tiny and huge
+    magnitudes, neighbours one ulp apart (its ranks decide every R-hat above)."""
     rng = np.random.default_rng(5)
+    base = rng.normal(size=100)
     v = np.concatenate([rng.normal(size=500), np.zeros(20), -np.zeros(5), [1e-300, -1e-300],
-                        [1e300, -1e300], np.round(rng.normal(size=200), 1)])
+                        [1e300, -1e300], np.round(rng.normal(size=200), 1), base,
+                        np.nextafter(base, np.inf), np.nextafter(base, -np.inf),
+                        [5e-324, -5e-324]])
     rng.shuffle(v)
-    order = cv._radix_argsort(np.ascontiguousarray(v))
+    sv = np.empty_like(v)
+    order = cv._sorted_order(np.ascontiguousarray(v), sv)
     np.testing.assert_array_equal(v[order], np.sort(v, kind="stable"))
+    np.testing.assert_array_equal(sv.view(np.uint64), v[order].view(np.uint64))  # -0.0 kept
     same = v[order][1:] == v[order][:-1]  # equal values keep their input order (stable)
     assert np.all(order[1:][same & (v[order][1:] != 0)] > order[:-1][same & (v[order][1:] != 0)])
