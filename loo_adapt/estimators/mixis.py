@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
+from loo_adapt.core.lse import logsumexp
 
 from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core.bernoulli import bernoulli_log_p1
