@@ -20,7 +20,9 @@ package and the CLI run:
 Printed per benchmark and seed: pointwise RMSE to truth (all rows, rows with PSIS k-hat
 above the threshold), max |error_i|, the total's error and the combined Monte Carlo error of
 estimator and truth (MC), rows left unverified, seconds, and the fraction of the cost of
-refitting every observation (one refit timed, times n), and the cost in posterior fits
+refitting every observation (one refit timed, times n), the rms of z = error / (MCSE and
+truth's MC error combined) over the rows the result calls verified and how many have
+|z| > 3, and the cost in posterior fits
 (``fits``: seconds over the wall time of one posterior fit of the program with the posterior
 draws' chains and draws, timed in the same run); the runs with a program also print each
 stage's seconds in posterior fits (mixture fit, MixIS, focused fit, refits).  Then, per
@@ -160,7 +162,7 @@ def main(argv=None):
                   f"posterior fit {t_post:.1f} s{rows}")
             print(f"{'estimator':26s} {'RMSE':>7s} {'RMSE hi':>7s} {'max|e|':>7s} "
                   f"{'total err':>9s} {'MC':>5s} {'unver.':>6s} {'sec':>6s} {'of refit':>8s} "
-                  f"{'fits':>6s}")
+                  f"{'fits':>6s} {'rms z':>6s} {'|z|>3':>5s}")
             for label, run in estimators(bench, seed, mixture, args.refit_budget).items():
                 if args.estimators and label not in {*args.estimators, "psis", "mixis"}:
                     continue
@@ -171,7 +173,13 @@ def main(argv=None):
                     psis = res
                 high = (psis.pareto_k > psis.good_k)[idx]
                 err = res.elpd_i[idx] - truth[:, 1]
+                # calibration of the rows the result calls verified: z against the
+                # estimator's MCSE and the truth's Monte Carlo error combined
+                ver = np.asarray(res.reliable)[idx] & np.isfinite(res.mcse_elpd_i[idx])
+                zv = err[ver] / np.hypot(res.mcse_elpd_i[idx][ver], truth[ver, 2])
                 rec = dict(bench=name, seed=seed, rmse=float(np.sqrt(np.mean(err**2))),
+                           rms_z=float(np.sqrt(np.mean(zv**2))) if zv.size else np.nan,
+                           n_z3=int(np.sum(np.abs(zv) > 3)),
                            rmse_high=float(np.sqrt(np.mean(err[high] ** 2))) if high.any()
                            else 0.0, max_err=float(np.max(np.abs(err))),
                            total=float(err.sum()), mc=_mc_total(res, truth, idx),
@@ -181,7 +189,7 @@ def main(argv=None):
                 print(f"{label:26s} {rec['rmse']:7.4f} {rec['rmse_high']:7.4f} "
                       f"{rec['max_err']:7.3f} {rec['total']:+9.2f} {rec['mc']:5.2f} "
                       f"{rec['unverified']:6d} {sec:6.1f} {sec / t_refit_all:8.1%} "
-                      f"{sec / t_post:6.2f}", flush=True)
+                      f"{sec / t_post:6.2f} {rec['rms_z']:6.2f} {rec['n_z3']:4d}", flush=True)
                 if getattr(res, "stage_seconds", None):
                     print(f"{'':26s} stages in posterior fits: " + ", ".join(
                         f"{k} {v / t_post:.2f}" for k, v in res.stage_seconds.items()))
