@@ -95,11 +95,11 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     for name in fallback:
         if name == "adaptive" and estimator == "adaptive":
             continue
-        stages.append(make[name]())
         if name == "refit" and estimator == "mixis":
-            # the refits settle a PSIS / MixIS disagreement (`estimators.arbiter`)
-            stages.append(Stage(RefitArbiter(max_mcse=mixis_max_mcse), rows="all",
+            # a few refits settle a PSIS / MixIS disagreement first (`estimators.arbiter`)
+            stages.append(Stage(RefitArbiter(max_mcse=mixis_max_mcse, options=refit_opts),
                                 accept="all"))
+        stages.append(make[name]())
     return stages
 
 

@@ -9,21 +9,22 @@ CmdStan fixture, 4 x 250 draws, PSIS's sum over its 23 easy rows is +0.77 off th
 brute-force truth, whose pointwise MCSEs add to 0.08; a 4 x 4000 fit of the same program
 is +0.02 off).
 
-The refits that follow are exact and independent of both fits, so they settle it: when at
-least ``min_refits`` of the disputed rows were refitted, MixIS agrees with every one of them
-(each within ``max_z`` combined MCSEs, and their sum too) and PSIS does not, the posterior
-fit is the one in error, and the rows lost to the disagreement whose MixIS MCSE meets the
-bar get their MixIS estimate back as verified (a note says so).  When both agree with the
-refits, the refits cannot tell: the rows stay unverified.  When MixIS disagrees with a refit,
-the mixture fit is the suspect one: no MixIS row stays verified (the rows MixIS verified by
-its MCSE lose it, with the reason) and a note says so.  Nothing is re-verified without
-refits: with fewer than ``min_refits`` the lost rows keep their reasons.  The stage sees
-every row and returns only those it changes.
+Exact refits are independent of both fits, so a few settle it: the arbiter refits
+``n_judges`` of the disputed rows, drawn at random (seeded), before the refit stage.  When
+at least ``min_refits`` of them succeed, MixIS agrees with every one (each within ``max_z``
+combined MCSEs, and their sum too) and PSIS does not, the posterior fit is the one in
+error: the other disputed rows whose MixIS MCSE meets the bar get their MixIS estimate back
+as verified, without refits (a note says so).  When MixIS disagrees with the refits, the
+mixture fit is the suspect one: no MixIS row stays verified (the rows MixIS verified by its
+MCSE lose it, with the reason) and the refit stage takes them.  When both agree with the
+refits, they cannot tell: the rows stay for the refit stage.  The judges' refits count
+against the refit budget (`loo_adapt.estimators.refit.Refit` deducts them).  The stage sees
+the unverified rows and returns only those it changes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,11 +33,10 @@ from loo_adapt.estimators.base import Estimate
 __all__ = ["RefitArbiter"]
 
 
-def _agreement(elpd, mcse, res, judges):
-    """z of ``elpd`` against the refits' estimates of the rows ``judges`` (combined MCSEs),
-    and the z of their sum."""
-    d = elpd - res.elpd_i[judges]
-    sd = np.hypot(mcse, res.mcse_elpd_i[judges])
+def _agreement(elpd, mcse, ref_elpd, ref_mcse):
+    """z of ``elpd`` against the refits' estimates (combined MCSEs), and the z of the sum."""
+    d = elpd - ref_elpd
+    sd = np.hypot(mcse, ref_mcse)
     z = np.divide(d, sd, out=np.full_like(d, np.inf), where=sd > 0)
     sd_sum = float(np.sqrt(np.sum(sd**2)))
     return z, (float(d.sum() / sd_sum) if sd_sum > 0 else np.inf)
@@ -49,31 +49,50 @@ def _last(history, name):
     return None
 
 
+def _concat(name, parts) -> Estimate:
+    parts = [p for p in parts if len(p.rows) or p.notes]
+    if not parts:
+        return Estimate.make(name, np.empty(0, dtype=np.int64), np.nan, np.nan, False)
+    cols = ("elpd_i", "mcse_elpd_i", "reliable", "verified_by", "reason", "pareto_k",
+            "diagnostic", "loo_prob", "rho", "method")
+    records = tuple(r for p in parts for r in (p.row_draws or (None,) * len(p.rows)))
+    notes = tuple(n for p in parts for n in p.notes)
+    return Estimate.make(name, np.concatenate([p.rows for p in parts]),
+                         row_draws=records, notes=notes,
+                         **{c: np.concatenate([getattr(p, c) for p in parts]) for c in cols})
+
+
 @dataclass(frozen=True)
 class RefitArbiter:
-    """Rows MixIS lost to a PSIS / MixIS disagreement, settled by the refits (see the module).
+    """Rows MixIS lost to a PSIS / MixIS disagreement, settled by a few refits (see the
+    module).
 
     Parameters
     ----------
     max_mcse : a restored row's MixIS MCSE must be at most this (MixIS's own bar).
-    min_refits : refitted rows with a MixIS estimate needed before anything is restored.
+    n_judges : disputed rows refitted to judge the disagreement.
+    min_refits : successful refits needed before anything is decided.
     max_z : MixIS must agree with each refit, and with their sum, within this many combined
-        MCSEs.
+        MCSEs (and PSIS must not, for the rows to be restored).
+    options : the refit options (`loo_adapt.estimators.refit.Refit`); ``max_refits`` caps
+        the judges too.
     """
 
     max_mcse: float = 0.1
+    n_judges: int = 5
     min_refits: int = 3
     max_z: float = 3.0
+    options: dict = field(default_factory=dict)
     name: str = "refit_arbiter"
 
     def __call__(self, ctx, rows) -> Estimate:
         from loo_adapt.estimators.mixis import DISAGREE
+        from loo_adapt.estimators.refit import Refit
 
         rows = np.asarray(rows, dtype=np.int64)
         res = ctx.result
         mix = None if res is None else _last(res.history, "mixis")
-        refit = None if res is None else _last(res.history, "refit")
-        if mix is None or refit is None:
+        if mix is None:
             return self._rows(res, rows[:0])
         mix_elpd = np.full(res.n_obs, np.nan)
         mix_mcse = np.full(res.n_obs, np.nan)
@@ -83,63 +102,85 @@ class RefitArbiter:
         mix_mcse[at] = mix["mcse_elpd_i"]
         mix_reason[at] = mix["reason"]
         disputed = np.array([str(r).startswith(DISAGREE) for r in mix_reason], dtype=bool)
-        lost = disputed & ~res.reliable
-        if not lost.any():
+        lost = np.flatnonzero(disputed & ~res.reliable & np.isfinite(mix_mcse))
+        lost = np.intersect1d(lost, rows)
+        budget = self.options.get("max_refits")
+        k = min(self.n_judges, lost.size, self.n_judges if budget is None else int(budget))
+        if lost.size == 0 or k < self.min_refits:
             return self._rows(res, rows[:0])
-        # the judges: disputed rows the refits settled (PSIS and MixIS both stand there)
-        ok_refit = np.asarray(refit["reliable"]) & np.asarray(refit["accepted"])
-        judges = np.asarray(refit["rows"])[ok_refit]
-        judges = judges[disputed[judges] & np.isfinite(mix_mcse[judges])]
+        rng = np.random.default_rng(0 if ctx.seed is None else int(ctx.seed))
+        picked = np.sort(rng.choice(lost, size=k, replace=False))
+        refit = Refit(options={**self.options, "max_refits": k})(ctx, picked)
+        done = np.asarray(refit.reliable, dtype=bool)
+        judges = np.asarray(refit.rows)[done]
+        # the judges' estimates go in as refits; a failed refit keeps MixIS's row as it was
+        failed = np.asarray(refit.rows)[~done]
+        why_failed = dict(zip(np.asarray(refit.rows)[~done].tolist(),
+                              np.asarray(refit.reason)[~done]))
+        parts = [_take(refit, done),
+                 self._rows(res, failed, reason=[str(why_failed[int(i)]) for i in failed])]
+        rest = np.setdiff1d(lost, picked)
         if judges.size < self.min_refits:
-            why = (f"refit arbiter: {judges.size} refit(s) of the disputed rows to judge the "
-                   f"PSIS / MixIS disagreement, {self.min_refits} needed")
-            return self._rows(res, np.flatnonzero(lost), reason=why)
+            return _concat(self.name, parts)
+        ref_elpd = np.asarray(refit.elpd_i)[done]
+        ref_mcse = np.asarray(refit.mcse_elpd_i)[done]
         base = ctx.base
-        z_mix, sum_mix = _agreement(mix_elpd[judges], mix_mcse[judges], res, judges)
-        z_psis, sum_psis = _agreement(base.elpd_i[judges], base.mcse_elpd_i[judges], res, judges)
+        z_mix, sum_mix = _agreement(mix_elpd[judges], mix_mcse[judges], ref_elpd, ref_mcse)
+        z_psis, sum_psis = _agreement(base.elpd_i[judges], base.mcse_elpd_i[judges], ref_elpd,
+                                      ref_mcse)
         mix_ok = np.max(np.abs(z_mix)) <= self.max_z and abs(sum_mix) <= self.max_z
         psis_ok = np.max(np.abs(z_psis)) <= self.max_z and abs(sum_psis) <= self.max_z
-        worst = float(np.max(np.abs(z_mix)))
-        said = (f"on {judges.size} refitted rows MixIS differs from the refits by up to "
-                f"{worst:.1f} combined MCSEs (sum {sum_mix:+.1f}), PSIS by up to "
-                f"{float(np.max(np.abs(z_psis))):.1f} (sum {sum_psis:+.1f})")
+        said = (f"on {judges.size} refitted disputed rows MixIS differs from the refits by up "
+                f"to {float(np.max(np.abs(z_mix))):.1f} combined MCSEs (sum {sum_mix:+.1f}), "
+                f"PSIS by up to {float(np.max(np.abs(z_psis))):.1f} (sum {sum_psis:+.1f})")
         if not mix_ok:
-            # the mixture fit is off: no MixIS row stays verified
             method = np.asarray(res.method).astype(str)
             demote = np.flatnonzero(res.reliable & np.isin(method, ("mixis", "mixis+psis")))
-            why = f"refit arbiter: MixIS disagrees with the refits ({said})"
+            demote = np.setdiff1d(np.union1d(demote, rest), picked)
             note = (f"The refits settle the PSIS / MixIS disagreement against the mixture fit: "
                     f"{said}; no MixIS row is verified")
-            return self._rows(res, np.union1d(demote, np.flatnonzero(lost)), reason=why,
-                              notes=(note,))
+            parts.append(self._rows(res, demote, reason=f"refit arbiter: MixIS disagrees with "
+                                    f"the refits ({said})", notes=(note,)))
+            return _concat(self.name, parts)
         if psis_ok:
-            why = f"refit arbiter: the refits do not tell which fit is off ({said})"
-            return self._rows(res, np.flatnonzero(lost), reason=why)
-        good = lost & (mix_mcse <= self.max_mcse)
-        back = np.flatnonzero(good)
+            parts.append(self._rows(res, rest, reason=f"refit arbiter: the refits do not tell "
+                                    f"which fit is off ({said})"))
+            return _concat(self.name, parts)
+        back = rest[mix_mcse[rest] <= self.max_mcse]
         note = (f"The refits settle the PSIS / MixIS disagreement for the mixture fit: {said}, "
-                f"so the posterior fit is the one off; {back.size} row(s) MixIS had left "
+                f"so the posterior fit is the one off; {back.size} other row(s) MixIS had left "
                 "unverified keep its estimate, verified by its MCSE")
-        est = self._rows(res, back, notes=(note,))
-        return Estimate.make(
+        kept = self._rows(res, back, notes=(note,))
+        parts.append(Estimate.make(
             self.name, back, mix_elpd[back], mix_mcse[back], True, method="mixis",
-            verified_by="mixis_mcse", reason="", notes=(note,),
-            loo_prob=est.loo_prob, diagnostic=est.diagnostic, pareto_k=est.pareto_k,
-            row_draws=est.row_draws)
+            verified_by="mixis_mcse", reason="", notes=(note,), loo_prob=kept.loo_prob,
+            diagnostic=kept.diagnostic, pareto_k=kept.pareto_k, row_draws=kept.row_draws))
+        return _concat(self.name, parts)
 
     def _rows(self, res, rows, reason=None, notes=()):
         """``rows`` as they stand in ``res``, unverified with ``reason`` (their values, LOO
-        probabilities, ESS and draws records kept: the refits left them alone)."""
+        probabilities, ESS and draws records kept)."""
         rows = np.asarray(rows, dtype=np.int64)
-        if res is None:
-            return Estimate.make(self.name, rows, np.nan, np.nan, False, notes=notes)
         prob = None if res.loo_prob is None else res.loo_prob[rows]
         records = (tuple(res.row_draws[i] for i in rows) if res.row_draws is not None
                    else None)
         old = np.asarray(res.reason, dtype=object)[rows]
-        why = np.array([f"{o}; {reason}" if o else reason for o in old], dtype=object)
+        new = np.broadcast_to(np.asarray(reason if reason is not None else "", dtype=object),
+                              rows.shape)
+        why = np.array([f"{o}; {r}" if o and r else (o or r) for o, r in zip(old, new)],
+                       dtype=object)
         return Estimate.make(
             self.name, rows, res.elpd_i[rows], res.mcse_elpd_i[rows], False,
             method=np.asarray(res.method, dtype=object)[rows], verified_by="", reason=why,
             loo_prob=prob, diagnostic=res.diagnostic[rows], pareto_k=res.pareto_k_after[rows],
             rho=None if res.rho is None else res.rho[rows], row_draws=records, notes=notes)
+
+
+def _take(est: Estimate, mask) -> Estimate:
+    """The rows of ``est`` where ``mask`` holds."""
+    cols = ("elpd_i", "mcse_elpd_i", "reliable", "verified_by", "reason", "pareto_k",
+            "diagnostic", "loo_prob", "rho", "method")
+    records = (None if est.row_draws is None
+               else tuple(r for r, m in zip(est.row_draws, mask) if m))
+    return Estimate.make(est.estimator, np.asarray(est.rows)[mask], row_draws=records,
+                         **{c: np.asarray(getattr(est, c))[mask] for c in cols})

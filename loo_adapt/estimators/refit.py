@@ -24,7 +24,8 @@ class Refit:
     Parameters
     ----------
     options : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds, n_jobs,
-        refit_fn, chains, draws, progress, ...).
+        refit_fn, chains, draws, progress, ...); rows an earlier stage already refitted
+        (`loo_adapt.estimators.arbiter`) count against ``max_refits``.
     """
 
     options: dict = field(default_factory=dict)
@@ -37,6 +38,10 @@ class Refit:
                              "hands over loo_adapt.stan.refit.refit_loo)")
         rows = np.asarray(rows, dtype=np.int64)
         kwargs = dict(self.options)
+        done = 0 if ctx.result is None else int(np.sum(np.asarray(ctx.result.method) == "refit"))
+        if kwargs.get("max_refits") is not None and done:
+            # refits an earlier stage made (the arbiter's judges) count against the budget
+            kwargs["max_refits"] = max(0, int(kwargs["max_refits"]) - done)
         kwargs.setdefault("seed", 0 if ctx.seed is None else int(ctx.seed))
         kwargs.setdefault("progress", ctx.progress)
         program = ctx.stan_program

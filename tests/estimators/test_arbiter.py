@@ -80,9 +80,9 @@ def _loo(ll_post, ll_mix, refit_fn, max_refits=5):
 
 def test_refits_that_agree_with_mixis_restore_the_rows_a_biased_posterior_fit_cost():
     """The posterior fit's mu_A at 40% of its spread: PSIS's easy rows disagree with MixIS
-    in sum, far beyond both MCSEs, and MixIS leaves them unverified; five exact refits agree
-    with MixIS and not with PSIS, so the rest get MixIS back, verified, within its MCSE of
-    the closed form."""
+    in sum, far beyond both MCSEs, and MixIS leaves them unverified; five exact refits of
+    disputed rows agree with MixIS and not with PSIS, so the rest get MixIS back, verified,
+    within its MCSE of the closed form."""
     rng, y, m_loo, truth = _problem()
     pw, _ = _loo(_posterior(rng, y, 0.4), _mixture(rng, y, m_loo, truth), _refit_fn(y, m_loo))
     lost = [h for h in pw.history if h["estimator"] == "mixis"][0]
@@ -112,10 +112,10 @@ def test_refits_that_disagree_with_mixis_leave_the_rows_unverified():
     assert any("against the mixture fit" in n for n in pw.notes)
 
 
-@pytest.mark.parametrize("max_refits", [0, 2, 3])
-def test_too_few_or_undecided_refits_restore_nothing(max_refits):
-    """Fewer than three refits, or three that agree with both PSIS and MixIS (here the three
-    hardest rows, which the narrow posterior fit hardly moves): the rows stay unverified."""
+@pytest.mark.parametrize("max_refits", [0, 2])
+def test_fewer_than_three_refits_restore_nothing(max_refits):
+    """A budget below three refits cannot judge: the disputed rows stay unverified (the
+    refits the budget allows go to the refit stage)."""
     rng, y, m_loo, truth = _problem()
     pw, _ = _loo(_posterior(rng, y, 0.4), _mixture(rng, y, m_loo, truth), _refit_fn(y, m_loo),
                  max_refits=max_refits)
@@ -124,4 +124,14 @@ def test_too_few_or_undecided_refits_restore_nothing(max_refits):
     lost[mix["rows"]] = [str(r).startswith("PSIS and MixIS disagree") for r in mix["reason"]]
     left = lost & (pw.method != "refit")
     assert left.sum() >= 5 and not pw.reliable[left].any()
-    assert all("refit arbiter" in str(r) for r in pw.reason[left])
+    assert (pw.method == "refit").sum() == max_refits
+    assert not any(h["estimator"] == "refit_arbiter" for h in pw.history)
+
+
+def test_the_judges_count_against_the_refit_budget():
+    """With a budget of 8, five judges settle the disagreement and the refit stage gets the
+    three refits left (every lost row is then verified: nothing is left for it)."""
+    rng, y, m_loo, truth = _problem()
+    pw, _ = _loo(_posterior(rng, y, 0.4), _mixture(rng, y, m_loo, truth), _refit_fn(y, m_loo),
+                 max_refits=8)
+    assert (pw.method == "refit").sum() == 5 and pw.reliable.all()
