@@ -16,6 +16,8 @@ package and the CLI run:
     default, with program     loo(fit, model=m, program=p) (MixIS for every row, a mixture
                               fit focused on the rows above the MCSE bar, refits)
     with program, no focus    ... mixis_focus=False (MixIS, then refits: the refit path)
+    with program, 3 spot      ... mixis_spot_checks=3 (three refits of verified MixIS rows
+      checks                  calibrate its MCSE, `loo_adapt.estimators.spot_check`)
 
 Printed per benchmark and seed: pointwise RMSE to truth (all rows, rows with PSIS k-hat
 above the threshold), max |error_i|, the total's error and the combined Monte Carlo error of
@@ -86,14 +88,17 @@ def estimators(bench, seed, mixture, refit_budget):
         "default, with program": lambda: _with_program(bench, seed, mixture, refit_budget),
         "with program, no focus": lambda: _with_program(bench, seed, mixture, refit_budget,
                                                         focus=False),
+        "with program, 3 spot checks": lambda: _with_program(bench, seed, mixture,
+                                                             refit_budget, spot_checks=3),
     }
 
 
-def _with_program(bench, seed, mixture, refit_budget, focus=True):
+def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0):
     """The default with a program; its refits are checkpointed under `benchmarks/cache/`
     (one directory per benchmark, seed and path), so a rerun resumes them: the seconds of the
     resumed refits, as they were measured when made, are added (one after another)."""
-    ck = CACHE / f"{bench.name}-refits-{'' if focus else 'nofocus-'}seed{seed}"
+    ck = CACHE / (f"{bench.name}-refits-{'' if focus else 'nofocus-'}"
+                  f"{f'spot{spot_checks}-' if spot_checks else ''}seed{seed}")
     cached = {}  # row -> seconds of a refit made by an earlier run
     if ck.is_dir():
         for f in ck.glob("*.npz"):
@@ -102,7 +107,7 @@ def _with_program(bench, seed, mixture, refit_budget, focus=True):
                     meta = json.loads(str(z["__meta__"]))
                     cached[int(meta.get("i", -1))] = float(meta.get("seconds", 0.0))
     res = loo(bench.draws, model=bench.model, program=bench.program, mixis_draws=mixture[0],
-              seed=seed, mixis_focus=focus,
+              seed=seed, mixis_focus=focus, mixis_spot_checks=spot_checks,
               refit_kwargs={"progress": False, "max_refits": refit_budget,
                             "checkpoint": str(ck)}).loo_adapt
     # only the cached refits this run's refit stage used count (an earlier run with other

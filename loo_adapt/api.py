@@ -17,6 +17,7 @@ from loo_adapt.estimators.mixis import MCSE_METHODS, POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
 from loo_adapt.estimators.refit import Refit
+from loo_adapt.estimators.spot_check import SpotCheck
 from loo_adapt.result import observation_label
 
 __all__ = ["loo", "plan_stages", "ESTIMATORS", "FALLBACKS", "DEFAULT_TRANSFORMS",
@@ -37,7 +38,7 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
                 fallback=(), transforms=DEFAULT_TRANSFORMS, rho=None, selection="split",
                 certify=True, jacobian="exact", mixis_max_mcse=0.1, refit_kwargs=None,
                 adapt=None, mixis_pool_khat=POOL_KHAT, mixis_focus=True,
-                mixis_mcse="delta") -> list[Stage]:
+                mixis_mcse="delta", mixis_spot_checks=0) -> list[Stage]:
     """The stages `loo` folds over, after plain PSIS.
 
     ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
@@ -95,6 +96,10 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     for name in fallback:
         if name == "adaptive" and estimator == "adaptive":
             continue
+        if name == "refit" and estimator == "mixis" and mixis_spot_checks:
+            # k refits of verified MixIS rows calibrate its MCSE (`estimators.spot_check`)
+            stages.append(Stage(SpotCheck(k=int(mixis_spot_checks), max_mcse=mixis_max_mcse,
+                                          options=refit_opts), rows="all", accept="all"))
         if name == "refit" and estimator == "mixis":
             # a few refits settle a PSIS / MixIS disagreement first (`estimators.arbiter`)
             stages.append(Stage(RefitArbiter(max_mcse=mixis_max_mcse, options=refit_opts),
@@ -128,6 +133,7 @@ def loo(
     mixis_pool_khat: float | None = POOL_KHAT,
     mixis_focus: bool = True,
     mixis_mcse: str = "delta",
+    mixis_spot_checks: int = 0,
     refit_kwargs: dict | None = None,
     y=None,
     r_eff=None,
@@ -179,6 +185,9 @@ def loo(
         "delta" (the delta method with the multi-chain ESS; chosen on the truth suite's
         choose half) or "chains" (inflated by the chains' disagreement,
         `loo_adapt.estimators.mixis.chain_inflation`).
+    mixis_spot_checks : with refits (a program or a ``refit_fn``), refit this many rows
+        MixIS verified, drawn at random, and multiply MixIS's MCSEs by what they show
+        (`loo_adapt.estimators.spot_check`; 0, the default, skips it: it costs the refits).
     refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
         n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
@@ -230,6 +239,9 @@ def loo(
         if reff is not None:
             raise ValueError("give reff= or r_eff=, not both")
         reff = r_eff
+    if not (_is_int(mixis_spot_checks) and mixis_spot_checks >= 0):
+        raise ValueError(f"mixis_spot_checks must be a non-negative integer (refits), got "
+                         f"{mixis_spot_checks!r}")
     _check_options(khat_threshold=khat_threshold, seed=seed, transforms=transforms,
                    mixis_max_mcse=mixis_max_mcse, refit_kwargs=refit_kwargs,
                    mixis_pool_khat=mixis_pool_khat, reff=reff, rho=rho)
@@ -240,6 +252,7 @@ def loo(
         certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
         refit_kwargs=refit_kwargs, adapt=adapt, mixis_pool_khat=mixis_pool_khat,
         mixis_focus=bool(mixis_focus), mixis_mcse=mixis_mcse,
+        mixis_spot_checks=mixis_spot_checks,
     )
     if not isinstance(progress, (bool, np.bool_)):
         raise TypeError(f"progress must be True or False, got {progress!r}")

@@ -360,7 +360,8 @@ def khat_report(bench: Benchmark, seed: int = 1) -> None:
     p_loo = res.lpd_i[idx] - truth
     print(f"  truth of {idx.size} folds: total {truth.sum():.2f} (MC se "
           f"{np.sqrt(np.sum(se**2)):.3f}, mean fold MC se {se.mean():.4f}); PSIS - truth on "
-          f"{low.sum()} folds with k-hat < {0.5 if (k[idx] < 0.5).any() else 0.7}: RMSE {np.sqrt(np.mean(err[low]**2)):.4f}, "
+          f"{low.sum()} folds with k-hat < {0.5 if (k[idx] < 0.5).any() else 0.7}: RMSE "
+          f"{np.sqrt(np.mean(err[low]**2)):.4f}, "
           f"rms z {np.sqrt(np.mean(z**2)):.2f}; all folds: RMSE {np.sqrt(np.mean(err**2)):.4f}, "
           f"total {err.sum():+.2f}; p_loo_i < -3 MC se: {(p_loo < -3 * se).sum()}")
 

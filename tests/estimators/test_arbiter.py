@@ -1,9 +1,10 @@
-"""Refits settle a PSIS / MixIS disagreement (`loo_adapt.estimators.arbiter`), against
-closed-form LOO.  Two independent normal means with flat priors: y_i ~ N(mu_A, 1) for 20
-rows, y_i ~ N(mu_B, 1) for 5 rows, one of them an outlier; mu_g | y_-i ~ N(m_-i, 1/(n_g - 1))
-and p(y_i | y_-i) = N(y_i | m_-i, 1 + 1/(n_g - 1)).  The mixture posterior is sampled
-exactly (a mixture of the leave-one-out posteriors with weights 1 / p(y_i | y_-i)), and the
-refits are exact draws of the leave-one-out posteriors (a refit_fn), independent of both."""
+"""Refits settle a PSIS / MixIS disagreement (`loo_adapt.estimators.arbiter`) and calibrate
+MixIS's MCSE (`loo_adapt.estimators.spot_check`), against closed-form LOO.  Two independent
+normal means with flat priors: y_i ~ N(mu_A, 1) for 20 rows, y_i ~ N(mu_B, 1) for 5 rows, one
+of them an outlier; mu_g | y_-i ~ N(m_-i, 1/(n_g - 1)) and p(y_i | y_-i) = N(y_i | m_-i,
+1 + 1/(n_g - 1)).  The mixture posterior is sampled exactly (a mixture of the leave-one-out
+posteriors with weights 1 / p(y_i | y_-i)), and the refits are exact draws of the
+leave-one-out posteriors (a refit_fn), independent of both."""
 
 import warnings
 
@@ -135,3 +136,49 @@ def test_the_judges_count_against_the_refit_budget():
     pw, _ = _loo(_posterior(rng, y, 0.4), _mixture(rng, y, m_loo, truth), _refit_fn(y, m_loo),
                  max_refits=8)
     assert (pw.method == "refit").sum() == 5 and pw.reliable.all()
+
+
+def _spot(ll_post, ll_mix, refit_fn, k):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = loo_adapt.loo(read_dict({"log_lik": ll_post}, method="mcmc"),
+                            mixis_draws=read_dict({"log_lik": ll_mix}, method="mcmc"),
+                            mixis_pool_khat=None, mixis_spot_checks=k, seed=2,
+                            refit_kwargs={"refit_fn": refit_fn, "max_refits": k, "n_jobs": 1,
+                                          "progress": False})
+    return res.loo_adapt
+
+
+def test_spot_checks_widen_an_mcse_the_mixture_draws_cannot_see():
+    """Mixture draws whose mu_A is 70% of its spread (an error the mixture's own MCSE cannot
+    see: its rows are off by several MCSEs): three spot-check refits measure it and MixIS's
+    MCSEs grow until its rows' z against the closed form is near 1; without spot checks
+    they stay several times too small."""
+    rng, y, m_loo, truth = _problem()
+    ll_post, ll_mix = _posterior(rng, y), _mixture(rng, y, m_loo, truth, narrow=0.7)
+    plain = _spot(ll_post, ll_mix, _refit_fn(y, m_loo), 0)
+    spot = _spot(ll_post, ll_mix, _refit_fn(y, m_loo), 3)
+    mix = spot.method == "mixis"
+    assert (spot.method == "refit").sum() == 3 and mix.sum() == N - 3
+
+    def rms_z(pw):
+        z = (pw.elpd_i[mix] - truth[mix]) / pw.mcse_elpd_i[mix]
+        return float(np.sqrt(np.mean(z**2)))
+
+    assert rms_z(plain) > 2.0
+    assert rms_z(spot) < 0.6 * rms_z(plain)
+    assert np.all(spot.mcse_elpd_i[mix] >= plain.mcse_elpd_i[mix])
+    assert any(n.startswith("Spot checks") for n in spot.notes)
+
+
+def test_spot_checks_leave_a_calibrated_mcse_nearly_alone():
+    """Exact mixture draws: the MCSE is right, the spot checks never shrink it and widen it
+    by little (a mean of three squared z's is near 1)."""
+    rng, y, m_loo, truth = _problem()
+    ll_post, ll_mix = _posterior(rng, y), _mixture(rng, y, m_loo, truth)
+    plain = _spot(ll_post, ll_mix, _refit_fn(y, m_loo), 0)
+    spot = _spot(ll_post, ll_mix, _refit_fn(y, m_loo), 3)
+    mix = spot.method == "mixis"
+    ratio = spot.mcse_elpd_i[mix] / plain.mcse_elpd_i[mix]
+    assert np.all(ratio >= 1.0) and np.all(ratio < 2.0)
+    assert spot.reliable.all()
