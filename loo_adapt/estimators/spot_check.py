@@ -64,7 +64,11 @@ class SpotCheck:
         ok = np.asarray(refit.reliable, dtype=bool)
         judged = np.asarray(refit.rows)[ok]
         if judged.size == 0:
-            return Estimate.make(self.name, np.empty(0, dtype=np.int64), np.nan, np.nan, False)
+            why = "; ".join(sorted({str(r) for r in np.asarray(refit.reason)[~ok]}))
+            note = (f"Spot checks: none of the {picked.size} refit(s) succeeded ({why}); "
+                    "MixIS's MCSEs are not calibrated")
+            return Estimate.make(self.name, np.empty(0, dtype=np.int64), np.nan, np.nan, False,
+                                 notes=(note,))
         d = res.elpd_i[judged] - np.asarray(refit.elpd_i)[ok]
         sd = np.hypot(res.mcse_elpd_i[judged], np.asarray(refit.mcse_elpd_i)[ok])
         z = np.divide(d, sd, out=np.zeros_like(d), where=sd > 0)
@@ -72,7 +76,8 @@ class SpotCheck:
         rest = np.setdiff1d(mixis_rows, judged)
         mcse = res.mcse_elpd_i[rest] * lam
         good = res.reliable[rest] & (mcse <= self.max_mcse)
-        note = (f"Spot checks: {judged.size} refit(s) of rows MixIS verified differ from it by "
+        note = (f"Spot checks: {judged.size} refit(s) of {picked.size} rows MixIS verified "
+                f"differ from it by "
                 f"z = {', '.join(f'{v:+.1f}' for v in z)}; MixIS's MCSEs are multiplied by "
                 f"{lam:.2f}" + (f" ({int((res.reliable[rest] & ~good).sum())} row(s) then "
                                 "miss the MCSE bar)" if lam > 1 else " (no change)"))

@@ -182,3 +182,17 @@ def test_spot_checks_leave_a_calibrated_mcse_nearly_alone():
     ratio = spot.mcse_elpd_i[mix] / plain.mcse_elpd_i[mix]
     assert np.all(ratio >= 1.0) and np.all(ratio < 2.0)
     assert spot.reliable.all()
+
+
+def test_spot_checks_whose_refits_all_crash_say_so():
+    """Every spot-check refit raises: nothing is calibrated, and the summary's notes say it
+    (the refits' error included) instead of passing over it."""
+    rng, y, m_loo, truth = _problem()
+
+    def crash(i):
+        raise RuntimeError("refit crashed")
+
+    pw = _spot(_posterior(rng, y), _mixture(rng, y, m_loo, truth), crash, 3)
+    note = [n for n in pw.notes if n.startswith("Spot checks")]
+    assert len(note) == 1 and "not calibrated" in note[0] and "refit crashed" in note[0]
+    assert (pw.method != "refit").all()
