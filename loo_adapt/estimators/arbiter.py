@@ -9,17 +9,18 @@ CmdStan fixture, 4 x 250 draws, PSIS's sum over its 23 easy rows is +0.77 off th
 brute-force truth, whose pointwise MCSEs add to 0.08; a 4 x 4000 fit of the same program
 is +0.02 off).
 
-Exact refits are independent of both fits, so a few settle it: the arbiter refits
-``n_judges`` of the disputed rows, drawn at random (seeded), before the refit stage.  When
-at least ``min_refits`` of them succeed, MixIS agrees with every one (each within ``max_z``
-combined MCSEs, and their sum too) and PSIS does not, the posterior fit is the one in
-error: the other disputed rows whose MixIS MCSE meets the bar get their MixIS estimate back
-as verified, without refits (a note says so).  When MixIS disagrees with the refits, the
-mixture fit is the suspect one: no MixIS row stays verified (the rows MixIS verified by its
-MCSE lose it, with the reason) and the refit stage takes them.  When both agree with the
-refits, they cannot tell: the rows stay for the refit stage.  The judges' refits count
-against the refit budget (`loo_adapt.estimators.refit.Refit` deducts them).  The stage sees
-the unverified rows and returns only those it changes.
+Exact refits are independent of both fits, so a few settle it: before the refit stage the
+arbiter refits ``min_refits`` of the disputed rows, drawn at random (seeded), and, when
+those cannot tell, more up to ``n_judges``.  When at least ``min_refits`` succeed, MixIS
+agrees with every one (each within ``max_z`` combined MCSEs, and their sum too) and PSIS
+does not, the posterior fit is the one in error: the other disputed rows whose MixIS MCSE
+meets the bar get their MixIS estimate back as verified, without refits (a note says so).
+When MixIS disagrees with the refits, the mixture fit is the suspect one: no MixIS row
+stays verified (the rows MixIS verified by its MCSE lose it, with the reason) and the refit
+stage takes them.  When both agree with the refits, they cannot tell: the rows stay for the
+refit stage.  The judges' refits count against the refit budget
+(`loo_adapt.estimators.refit.Refit` deducts them).  The stage sees the unverified rows and
+returns only those it changes.
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ class RefitArbiter:
     Parameters
     ----------
     max_mcse : a restored row's MixIS MCSE must be at most this (MixIS's own bar).
-    n_judges : disputed rows refitted to judge the disagreement.
-    min_refits : successful refits needed before anything is decided.
+    n_judges : at most this many disputed rows are refitted to judge the disagreement.
+    min_refits : refitted first, and the successful refits needed before anything is
+        decided.
     max_z : MixIS must agree with each refit, and with their sum, within this many combined
         MCSEs (and PSIS must not, for the rows to be restored).
     options : the refit options (`loo_adapt.estimators.refit.Refit`); ``max_refits`` caps
@@ -109,27 +111,39 @@ class RefitArbiter:
         if lost.size == 0 or k < self.min_refits:
             return self._rows(res, rows[:0])
         rng = np.random.default_rng(0 if ctx.seed is None else int(ctx.seed))
-        picked = np.sort(rng.choice(lost, size=k, replace=False))
-        refit = Refit(options={**self.options, "max_refits": k})(ctx, picked)
-        done = np.asarray(refit.reliable, dtype=bool)
-        judges = np.asarray(refit.rows)[done]
+        queue = rng.permutation(lost)[:k]  # the judges, in the order they are refitted
+        base = ctx.base
+        runs = []
+        # min_refits judges first; the rest only when those cannot tell which fit is off
+        for batch in (queue[:self.min_refits], queue[self.min_refits:]):
+            if batch.size == 0:
+                break
+            runs.append(Refit(options={**self.options, "max_refits": int(batch.size)})(
+                ctx, np.sort(batch)))
+            refit = _concat("refit", runs)
+            done = np.asarray(refit.reliable, dtype=bool)
+            judges = np.asarray(refit.rows)[done]
+            if judges.size < self.min_refits:
+                continue
+            ref_elpd = np.asarray(refit.elpd_i)[done]
+            ref_mcse = np.asarray(refit.mcse_elpd_i)[done]
+            z_mix, sum_mix = _agreement(mix_elpd[judges], mix_mcse[judges], ref_elpd,
+                                        ref_mcse)
+            z_psis, sum_psis = _agreement(base.elpd_i[judges], base.mcse_elpd_i[judges],
+                                          ref_elpd, ref_mcse)
+            mix_ok = np.max(np.abs(z_mix)) <= self.max_z and abs(sum_mix) <= self.max_z
+            psis_ok = np.max(np.abs(z_psis)) <= self.max_z and abs(sum_psis) <= self.max_z
+            if not (mix_ok and psis_ok):
+                break  # decided
+        picked = np.asarray(refit.rows)
         # the judges' estimates go in as refits; a failed refit keeps MixIS's row as it was
-        failed = np.asarray(refit.rows)[~done]
-        why_failed = dict(zip(np.asarray(refit.rows)[~done].tolist(),
-                              np.asarray(refit.reason)[~done]))
+        failed = picked[~done]
+        why_failed = dict(zip(failed.tolist(), np.asarray(refit.reason)[~done]))
         parts = [_take(refit, done),
                  self._rows(res, failed, reason=[str(why_failed[int(i)]) for i in failed])]
         rest = np.setdiff1d(lost, picked)
         if judges.size < self.min_refits:
             return _concat(self.name, parts)
-        ref_elpd = np.asarray(refit.elpd_i)[done]
-        ref_mcse = np.asarray(refit.mcse_elpd_i)[done]
-        base = ctx.base
-        z_mix, sum_mix = _agreement(mix_elpd[judges], mix_mcse[judges], ref_elpd, ref_mcse)
-        z_psis, sum_psis = _agreement(base.elpd_i[judges], base.mcse_elpd_i[judges], ref_elpd,
-                                      ref_mcse)
-        mix_ok = np.max(np.abs(z_mix)) <= self.max_z and abs(sum_mix) <= self.max_z
-        psis_ok = np.max(np.abs(z_psis)) <= self.max_z and abs(sum_psis) <= self.max_z
         said = (f"on {judges.size} refitted disputed rows MixIS differs from the refits by up "
                 f"to {float(np.max(np.abs(z_mix))):.1f} combined MCSEs (sum {sum_mix:+.1f}), "
                 f"PSIS by up to {float(np.max(np.abs(z_psis))):.1f} (sum {sum_psis:+.1f})")
