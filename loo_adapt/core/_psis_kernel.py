@@ -147,6 +147,22 @@ def _insertion_sort(v, lo, hi):
 
 
 @njit(cache=True, error_model="numpy")
+def _insertion_sort_pairs(v, idx, lo, hi):
+    """Sort ``v[lo:hi]`` ascending in place with ``idx`` alongside, stably (for short or
+    nearly sorted runs; the R-hat check's key runs use it too)."""
+    for i in range(lo + 1, hi):
+        x = v[i]
+        d = idx[i]
+        j = i - 1
+        while j >= lo and v[j] > x:
+            v[j + 1] = v[j]
+            idx[j + 1] = idx[j]
+            j -= 1
+        v[j + 1] = x
+        idx[j + 1] = d
+
+
+@njit(cache=True, error_model="numpy")
 def _sort_pairs(v, idx, n, stack):
     """Sort ``v[:n]`` ascending with ``idx`` alongside; equal values end with ascending idx,
     i.e. the order of a stable sort of draws given in ascending order."""
@@ -182,16 +198,7 @@ def _sort_pairs(v, idx, n, stack):
                 stack[top + 1] = j
                 top += 2
                 lo = i
-        for i in range(lo + 1, hi + 1):  # insertion sort of the short run
-            x = v[i]
-            d = idx[i]
-            j = i - 1
-            while j >= lo and v[j] > x:
-                v[j + 1] = v[j]
-                idx[j + 1] = idx[j]
-                j -= 1
-            v[j + 1] = x
-            idx[j + 1] = d
+        _insertion_sort_pairs(v, idx, lo, hi + 1)  # the short run
     # ties: ascending draw index within each run of equal values (R's stable order)
     i = 0
     while i < n:

@@ -30,6 +30,7 @@ from scipy.fft import next_fast_len
 from scipy.special import ndtri
 
 from loo_adapt.core._compiled import use_numba
+from loo_adapt.core._psis_kernel import _insertion_sort_pairs
 from loo_adapt.core.ess import _geyer_ess_numpy
 
 __all__ = ["MAX_RHAT", "convergence_columns", "disagreeing_columns", "rhat_columns",
@@ -307,16 +308,8 @@ def _sorted_order(vals, sv):  # pragma: no cover - compiled
         j = i + 1
         while j < n and (keys[j] >> hi32) == (keys[i] >> hi32):
             j += 1
-        for q in range(i + 1, j):
-            k = keys[q]
-            d = idx[q]
-            r = q - 1
-            while r >= i and keys[r] > k:
-                keys[r + 1] = keys[r]
-                idx[r + 1] = idx[r]
-                r -= 1
-            keys[r + 1] = k
-            idx[r + 1] = d
+        if j > i + 1:  # most runs are one key
+            _insertion_sort_pairs(keys, idx, i, j)
         i = j
     su = sv.view(np.uint64)
     for q in range(n):  # the inverse of the key map
@@ -326,7 +319,7 @@ def _sorted_order(vals, sv):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _rhat_stuck_column(vals, table, n_chains, h, n_fixed):  # pragma: no cover - compiled
+def _rhat_stuck_column(vals, table, n_chains, h):  # pragma: no cover - compiled
     """Rank R-hat (bulk and folded, split chains) of one column's split draws ``vals``
     (2 chains x h)."""
     k = 2 * n_chains
@@ -408,7 +401,7 @@ def _rhat_stuck_kernel(a, table, rhat, stuck):  # pragma: no cover - compiled
                 if hi[c, q] == lo[c, q]:
                     n_fixed += 1
             stuck[j0 + q] = 0 < n_fixed < n_chains
-            rhat[j0 + q] = _rhat_stuck_column(buf[q], table, n_chains, h, n_fixed)
+            rhat[j0 + q] = _rhat_stuck_column(buf[q], table, n_chains, h)
 
 
 def _score_table(n: int) -> np.ndarray:
