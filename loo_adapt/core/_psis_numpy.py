@@ -25,6 +25,7 @@ from loo_adapt.core._status import (
     _OK,
     _SHORT_TAIL,
 )
+from loo_adapt.core.lse import logsumexp
 
 #: Columns per GPD batch: bounds the (columns, grid, M) temporary to ~64 MB.
 _GPD_BATCH_CELLS = 8_000_000
@@ -32,12 +33,6 @@ _GPD_BATCH_CELLS = 8_000_000
 #: The columns are processed in this many chunks: a chunk's temporaries (~10 arrays of its
 #: size) then stay within ~1x the input (``benchmarks/bench_psis.py`` measures the peak).
 _CHUNKS = 12
-
-
-def _lse(v, axis=0):
-    """logsumexp as the kernel computes it: max + log(sum(exp(v - max)))."""
-    mx = v.max(axis=axis)
-    return mx + np.log(np.sum(np.exp(v - np.expand_dims(mx, axis)), axis=axis))
 
 
 def _gpdfit_rows(x):
@@ -186,19 +181,19 @@ def _psis_chunk(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write):
     m = n_obs if loo else 0
     elpd, lpd, mcse, n_eff = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
     if normalize or loo:
-        lse = _lse(out, axis=1)
+        lse = logsumexp(out, axis=1)
         lw = out - lse[:, None]
         if loo:
             ll = np.where(good[:, None], at, 0.0)
             v = ll + lw
-            elpd = _lse(v, axis=1)
+            elpd = logsumexp(v, axis=1)
             d = np.exp(v - elpd[:, None]) - np.exp(lw)
             mcse = np.sqrt(np.log1p(np.sum(d * d, axis=1)) / r_eff)
             n_eff = r_eff / np.sum(np.exp(2.0 * lw), axis=1)  # R loo's psis_n_eff
             if lpd_off.shape[0] > 0:
-                lpd = _lse(ll + lpd_off[None, :], axis=1)
+                lpd = logsumexp(ll + lpd_off[None, :], axis=1)
             else:
-                lpd = _lse(ll, axis=1) - np.log(n_draws)
+                lpd = logsumexp(ll, axis=1) - np.log(n_draws)
             for arr in (elpd, lpd, mcse, n_eff):
                 arr[~good] = np.nan
         if normalize:
