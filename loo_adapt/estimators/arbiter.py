@@ -51,19 +51,6 @@ def _last(history, name):
     return None
 
 
-def _concat(name, parts) -> Estimate:
-    parts = [p for p in parts if len(p.rows) or p.notes]
-    if not parts:
-        return Estimate.make(name, np.empty(0, dtype=np.int64), np.nan, np.nan, False)
-    cols = ("elpd_i", "mcse_elpd_i", "reliable", "verified_by", "reason", "pareto_k",
-            "diagnostic", "loo_prob", "rho", "method")
-    records = tuple(r for p in parts for r in (p.row_draws or (None,) * len(p.rows)))
-    notes = tuple(n for p in parts for n in p.notes)
-    return Estimate.make(name, np.concatenate([p.rows for p in parts]),
-                         row_draws=records, notes=notes,
-                         **{c: np.concatenate([getattr(p, c) for p in parts]) for c in cols})
-
-
 @dataclass(frozen=True)
 class RefitArbiter:
     """Rows MixIS lost to a PSIS / MixIS disagreement, settled by a few refits (see the
@@ -99,7 +86,7 @@ class RefitArbiter:
         res = ctx.result
         mix = None if res is None else _last(res.history, "mixis")
         if mix is None:
-            return self._rows(res, rows[:0])
+            return Estimate.concat(self.name, [])
         mix_elpd = np.full(res.n_obs, np.nan)
         mix_mcse = np.full(res.n_obs, np.nan)
         mix_reason = np.full(res.n_obs, "", dtype=object)
@@ -113,7 +100,7 @@ class RefitArbiter:
         budget = self.options.get("max_refits")
         k = min(self.n_judges, lost.size, self.n_judges if budget is None else int(budget))
         if lost.size == 0 or k < self.min_refits:
-            return self._rows(res, rows[:0])
+            return Estimate.concat(self.name, [])
         rng = np.random.default_rng(0 if ctx.seed is None else int(ctx.seed))
         queue = rng.permutation(lost)[:k]  # the judges, in the order they are refitted
         base = ctx.base
@@ -124,7 +111,7 @@ class RefitArbiter:
                 break
             runs.append(Refit(options={**self.options, "max_refits": int(batch.size)})(
                 ctx, np.sort(batch)))
-            refit = _concat("refit", runs)
+            refit = Estimate.concat("refit", runs)
             done = np.asarray(refit.reliable, dtype=bool)
             judges = np.asarray(refit.rows)[done]
             if judges.size < self.min_refits:
@@ -143,11 +130,11 @@ class RefitArbiter:
         # the judges' estimates go in as refits; a failed refit keeps MixIS's row as it was
         failed = picked[~done]
         why_failed = dict(zip(failed.tolist(), np.asarray(refit.reason)[~done]))
-        parts = [_take(refit, done),
+        parts = [refit.take(done),
                  self._rows(res, failed, reason=[str(why_failed[int(i)]) for i in failed])]
         rest = np.setdiff1d(lost, picked)
         if judges.size < self.min_refits:
-            return _concat(self.name, parts)
+            return Estimate.concat(self.name, parts)
         said = (f"on {judges.size} refitted disputed rows MixIS differs from the refits by up "
                 f"to {float(np.max(np.abs(z_mix))):.1f} combined MCSEs (sum {sum_mix:+.1f}), "
                 f"PSIS by up to {float(np.max(np.abs(z_psis))):.1f} (sum {sum_psis:+.1f})")
@@ -159,23 +146,22 @@ class RefitArbiter:
                     f"{said}; no MixIS row is verified")
             parts.append(self._rows(res, demote, reason=f"refit arbiter: MixIS disagrees with "
                                     f"the refits ({said})", notes=(note,)))
-            return _concat(self.name, parts)
+            return Estimate.concat(self.name, parts)
         if psis_ok == mix_ok:
             note = (f"The refits do not tell which fit the PSIS / MixIS disagreement comes "
                     f"from: {said}; the rows it concerns stay unverified for the refits")
             parts.append(self._rows(res, rest, reason=f"refit arbiter: the refits do not tell "
                                     f"which fit is off ({said})", notes=(note,)))
-            return _concat(self.name, parts)
+            return Estimate.concat(self.name, parts)
         back = rest[mix_mcse[rest] <= self.max_mcse]
         note = (f"The refits settle the PSIS / MixIS disagreement for the mixture fit: {said}, "
                 f"so the posterior fit is the one off; {back.size} other row(s) MixIS had left "
                 "unverified keep its estimate, verified by its MCSE")
-        kept = self._rows(res, back, notes=(note,))
-        parts.append(Estimate.make(
-            self.name, back, mix_elpd[back], mix_mcse[back], True, method="mixis",
-            verified_by="mixis_mcse", reason="", notes=(note,), loo_prob=kept.loo_prob,
-            diagnostic=kept.diagnostic, pareto_k=kept.pareto_k, row_draws=kept.row_draws))
-        return _concat(self.name, parts)
+        parts.append(Estimate.of_result(
+            self.name, res, back, elpd_i=mix_elpd[back], mcse_elpd_i=mix_mcse[back],
+            reliable=True, method="mixis", verified_by="mixis_mcse", reason="",
+            notes=(note,)))
+        return Estimate.concat(self.name, parts)
 
     def _agrees(self, z, z_sum) -> bool:
         """Do estimates agree with the refits: the sum of squared z within the chi-square
@@ -187,30 +173,12 @@ class RefitArbiter:
         return (float(np.sum(z**2)) <= chi2.ppf(1.0 - self.alpha, z.size)
                 and abs(z_sum) <= self.max_z)
 
-    def _rows(self, res, rows, reason=None, notes=()):
-        """``rows`` as they stand in ``res``, unverified with ``reason`` (their values, LOO
-        probabilities, ESS and draws records kept)."""
+    def _rows(self, res, rows, reason, notes=()):
+        """``rows`` as they stand in ``res``, unverified, ``reason`` added to theirs."""
         rows = np.asarray(rows, dtype=np.int64)
-        prob = None if res.loo_prob is None else res.loo_prob[rows]
-        records = (tuple(res.row_draws[i] for i in rows) if res.row_draws is not None
-                   else None)
         old = np.asarray(res.reason, dtype=object)[rows]
-        new = np.broadcast_to(np.asarray(reason if reason is not None else "", dtype=object),
-                              rows.shape)
+        new = np.broadcast_to(np.asarray(reason, dtype=object), rows.shape)
         why = np.array([f"{o}; {r}" if o and r else (o or r) for o, r in zip(old, new)],
                        dtype=object)
-        return Estimate.make(
-            self.name, rows, res.elpd_i[rows], res.mcse_elpd_i[rows], False,
-            method=np.asarray(res.method, dtype=object)[rows], verified_by="", reason=why,
-            loo_prob=prob, diagnostic=res.diagnostic[rows], pareto_k=res.pareto_k_after[rows],
-            rho=None if res.rho is None else res.rho[rows], row_draws=records, notes=notes)
-
-
-def _take(est: Estimate, mask) -> Estimate:
-    """The rows of ``est`` where ``mask`` holds."""
-    cols = ("elpd_i", "mcse_elpd_i", "reliable", "verified_by", "reason", "pareto_k",
-            "diagnostic", "loo_prob", "rho", "method")
-    records = (None if est.row_draws is None
-               else tuple(r for r, m in zip(est.row_draws, mask) if m))
-    return Estimate.make(est.estimator, np.asarray(est.rows)[mask], row_draws=records,
-                         **{c: np.asarray(getattr(est, c))[mask] for c in cols})
+        return Estimate.of_result(self.name, res, rows, reliable=False, verified_by="",
+                                  reason=why, notes=notes)

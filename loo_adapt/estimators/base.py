@@ -217,6 +217,56 @@ class Estimate:
     def __len__(self) -> int:
         return int(self.rows.size)
 
+    #: the per-row columns (besides ``rows`` and ``row_draws``)
+    ROW_COLUMNS = ("elpd_i", "mcse_elpd_i", "reliable", "verified_by", "reason", "pareto_k",
+                   "diagnostic", "loo_prob", "rho", "method")
+
+    def take(self, mask) -> Estimate:
+        """The rows of this estimate where ``mask`` holds (same estimator)."""
+        mask = np.asarray(mask, dtype=bool)
+        records = (None if self.row_draws is None
+                   else tuple(r for r, m in zip(self.row_draws, mask) if m))
+        return Estimate.make(self.estimator, self.rows[mask], row_draws=records,
+                             notes=self.notes,
+                             **{c: getattr(self, c)[mask] for c in self.ROW_COLUMNS})
+
+    @classmethod
+    def concat(cls, estimator: str, parts, *, mcse_total=None) -> Estimate:
+        """One estimate named ``estimator`` with the rows, columns, draws records and
+        notes of ``parts`` in order (each row keeps its own ``method``)."""
+        parts = [p for p in parts if len(p) or p.notes]
+        if not parts:
+            return cls.make(estimator, np.empty(0, dtype=np.int64), np.nan, np.nan, False)
+        records = None
+        if any(p.row_draws is not None for p in parts):
+            records = tuple(r for p in parts for r in (p.row_draws or (None,) * len(p)))
+        return cls.make(estimator, np.concatenate([p.rows for p in parts]),
+                        row_draws=records, mcse_total=mcse_total,
+                        notes=tuple(n for p in parts for n in p.notes),
+                        **{c: np.concatenate([getattr(p, c) for p in parts])
+                           for c in cls.ROW_COLUMNS})
+
+    @classmethod
+    def of_result(cls, estimator: str, result, rows, **columns) -> Estimate:
+        """``rows`` of a `PointwiseLoo` as they stand there (estimate, MCSE, verification,
+        reason, k-hat after, ESS, LOO probability, rho, method, draws records), with the
+        columns given (and ``notes`` / ``mcse_total``) in their place: for a stage that
+        re-judges earlier estimates without making new ones."""
+        rows = np.asarray(rows, dtype=np.int64)
+        current = dict(
+            elpd_i=result.elpd_i[rows], mcse_elpd_i=result.mcse_elpd_i[rows],
+            reliable=result.reliable[rows], verified_by=np.asarray(result.verified_by)[rows],
+            reason=np.asarray(result.reason, dtype=object)[rows],
+            pareto_k=result.pareto_k_after[rows], diagnostic=result.diagnostic[rows],
+            loo_prob=None if result.loo_prob is None else result.loo_prob[rows],
+            rho=None if result.rho is None else result.rho[rows],
+            method=np.asarray(result.method, dtype=object)[rows],
+            row_draws=(None if result.row_draws is None
+                       else tuple(result.row_draws[i] for i in rows)))
+        current.update(columns)
+        return cls.make(estimator, rows, current.pop("elpd_i"), current.pop("mcse_elpd_i"),
+                        current.pop("reliable"), **current)
+
 
 def _row_records(row_draws, m: int) -> tuple:
     records = tuple(row_draws)

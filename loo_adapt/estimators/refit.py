@@ -64,14 +64,5 @@ class Refit:
         missing = Estimate.make("refit", left, np.nan, np.nan, False,
                                 reason=[f"refit: {w}" if not w.startswith("refit") else w
                                         for w in why])
-        return _concat(est, missing)
+        return Estimate.concat(est.estimator, [est, missing])
 
-
-def _concat(a: Estimate, b: Estimate) -> Estimate:
-    cols = ("elpd_i", "mcse_elpd_i", "reliable", "verified_by", "reason", "pareto_k",
-            "diagnostic", "loo_prob", "rho", "method")
-    records = None
-    if a.row_draws is not None or b.row_draws is not None:
-        records = (a.row_draws or (None,) * len(a)) + (b.row_draws or (None,) * len(b))
-    return Estimate.make(a.estimator, np.concatenate([a.rows, b.rows]), row_draws=records,
-                         **{c: np.concatenate([getattr(a, c), getattr(b, c)]) for c in cols})

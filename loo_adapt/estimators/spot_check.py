@@ -57,7 +57,7 @@ class SpotCheck:
         budget = self.options.get("max_refits")
         k = min(self.k, verified.size, self.k if budget is None else int(budget))
         if k < 1:
-            return Estimate.make(self.name, np.empty(0, dtype=np.int64), np.nan, np.nan, False)
+            return Estimate.concat(self.name, [])
         rng = np.random.default_rng(0 if ctx.seed is None else int(ctx.seed) + 1)
         picked = np.sort(rng.choice(verified, size=k, replace=False))
         refit = Refit(options={**self.options, "max_refits": k})(ctx, picked)
@@ -87,32 +87,10 @@ class SpotCheck:
                         f"{self.max_mcse:.2f}")
                         for g, o, r, m in zip(good, old, res.reliable[rest], mcse)],
                        dtype=object)
-        prob = None if res.loo_prob is None else res.loo_prob[rest]
-        records = tuple(res.row_draws[i] for i in rest) if res.row_draws is not None else None
-        n_rows = rest.size + judged.size
-        total = (None if res.mcse_total is None or n_rows != res.n_obs
+        widened = Estimate.of_result(
+            self.name, res, rest, mcse_elpd_i=mcse, reliable=good,
+            verified_by=np.where(good, np.asarray(res.verified_by)[rest], ""), reason=why,
+            notes=(note,))
+        total = (None if res.mcse_total is None or rest.size + judged.size != res.n_obs
                  else float(res.mcse_total) * lam)
-        parts = dict(
-            rows=np.concatenate([rest, judged]),
-            elpd=np.concatenate([res.elpd_i[rest], np.asarray(refit.elpd_i)[ok]]),
-            mcse=np.concatenate([mcse, np.asarray(refit.mcse_elpd_i)[ok]]),
-            reliable=np.concatenate([good, np.ones(judged.size, dtype=bool)]),
-            method=np.concatenate([method[rest].astype(object),
-                                   np.asarray(refit.method, dtype=object)[ok]]),
-            verified=np.concatenate([np.where(good, np.asarray(res.verified_by)[rest], ""),
-                                     np.asarray(refit.verified_by, dtype=object)[ok]]),
-            reason=np.concatenate([why, np.asarray(refit.reason, dtype=object)[ok]]),
-        )
-        refit_prob = np.asarray(refit.loo_prob)[ok]
-        refit_records = ((None,) * judged.size if refit.row_draws is None
-                         else tuple(r for r, o in zip(refit.row_draws, ok) if o))
-        return Estimate.make(
-            self.name, parts["rows"], parts["elpd"], parts["mcse"], parts["reliable"],
-            method=parts["method"], verified_by=parts["verified"], reason=parts["reason"],
-            loo_prob=None if prob is None else np.concatenate([prob, refit_prob]),
-            diagnostic=np.concatenate([res.diagnostic[rest],
-                                       np.asarray(refit.diagnostic)[ok]]),
-            pareto_k=np.concatenate([res.pareto_k_after[rest],
-                                     np.asarray(refit.pareto_k)[ok]]),
-            row_draws=(None if records is None else records + refit_records),
-            mcse_total=total, notes=(note,))
+        return Estimate.concat(self.name, [widened, refit.take(ok)], mcse_total=total)
