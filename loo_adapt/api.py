@@ -99,11 +99,12 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     for name in fallback:
         if name == "adaptive" and estimator == "adaptive":
             continue
-        if name == "refit" and estimator == "mixis" and mixis_spot_checks:
-            # k refits of verified MixIS rows calibrate its MCSE (`estimators.spot_check`)
-            stages.append(Stage(SpotCheck(k=int(mixis_spot_checks), max_mcse=mixis_max_mcse,
-                                          options=refit_opts), rows="all", accept="all"))
         if name == "refit" and estimator == "mixis":
+            if mixis_spot_checks:
+                # k refits of verified MixIS rows calibrate its MCSE (`estimators.spot_check`)
+                stages.append(Stage(SpotCheck(k=int(mixis_spot_checks),
+                                              max_mcse=mixis_max_mcse, options=refit_opts),
+                                    rows="all", accept="all"))
             # a few refits settle a PSIS / MixIS disagreement first (`estimators.arbiter`)
             stages.append(Stage(RefitArbiter(max_mcse=mixis_max_mcse, options=refit_opts),
                                 accept="all"))
