@@ -37,6 +37,7 @@ from loo_adapt.evaluation.plots_classification import (
     plot_pr,
     plot_roc,
 )
+from loo_adapt.evaluation.summary import NO_KHAT  # rows without a k-hat of their own
 from loo_adapt.result import ESTIMATORS
 
 __all__ = [
@@ -178,8 +179,6 @@ def _check_len(name, arr, n):
 
 
 # --------------------------------------------------------------------------- plot_khat
-#: Estimators whose rows have no k-hat of their own (their check is an MCSE / a refit).
-NO_KHAT = ("mixis", "refit")
 #: At most this many value labels in a k-hat plot (the highest k-hat first).
 MAX_LABELS = 12
 
