@@ -19,7 +19,11 @@ S x block), with the ESS of the PSIS core (Geyer's initial monotone sequence,
 
 `disagreeing_columns` is the check `loo` runs on the log-likelihood: columns whose R-hat
 exceeds 1.01 (the 2021 paper's threshold), or in which a chain is stuck (one value for all
-its draws while the other chains move).
+its draws while the other chains move).  ``loo`` asks only which columns exceed it: a screen
+buckets each column's draws (no sort), which bounds every draw's rank, hence its normal
+score, hence the chain means and both variances of R-hat; a column whose bound is at most
+the threshold needs no exact R-hat (most columns of a fit whose chains mix), the others get
+the exact one.
 """
 
 from __future__ import annotations
@@ -363,21 +367,163 @@ def _rhat_stuck_column(vals, table, n_chains, h):  # pragma: no cover - compiled
     return max(bulk, tail)
 
 
+
+# ---- a screen that shows most columns' R-hat below the threshold without sorting -------
+#: buckets of the screen (a column's draws are split into this many value ranges)
+_SCREEN_BUCKETS = 2048
+#: most draws sharing the median's buckets that the screen sorts to find the median
+_SCREEN_MEDIAN = 256
+
+
+@njit(cache=True)
+def _buckets(levels, nb, count):  # pragma: no cover - compiled
+    """Replace integer ``levels`` (non-decreasing in the values they stand for) by bucket
+    indices in [0, nb), dividing their range evenly; ``count`` gets each bucket's size.
+    False when all levels are equal."""
+    lo = levels[0]
+    hi = levels[0]
+    for i in range(levels.size):
+        lo = min(lo, levels[i])
+        hi = max(hi, levels[i])
+    if lo == hi:
+        return False
+    d = np.uint64(hi - lo)
+    s = np.uint64(0)
+    while (d >> s) > np.uint64(nb - 1):
+        s += np.uint64(1)
+    count[:] = 0
+    for i in range(levels.size):
+        b = np.int64(np.uint64(levels[i] - lo) >> s)
+        levels[i] = b
+        count[b] += 1
+    return True
+
+
+@njit(cache=True)
+def _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, msq):  # pragma: no cover
+    """True when the split R-hat of the draws' normal scores is shown <= the threshold
+    (``ratio``: the largest between / within variance it allows) from rank intervals: a draw
+    in bucket b has an average rank within that bucket's ranks, so its Blom score within
+    [glo[b], ghi[b]].  Chain means m_c then lie in [L_c, U_c]; ``between`` is at most
+    h / (k - 1) sum max((L_c - a)^2, (U_c - a)^2) for any a, and k (h - 1) ``within`` =
+    sum z^2 - h sum m_c^2 is at least sum min z^2 - h sum max(L_c^2, U_c^2)."""
+    below = 0
+    for b in range(count.size):
+        c = count[b]
+        if c:
+            lo = table[2 * (below + 1)]
+            hi = table[2 * (below + c)]
+            glo[b] = lo
+            ghi[b] = hi
+            msq[b] = 0.0 if lo <= 0.0 <= hi else min(lo * lo, hi * hi)
+        below += c
+    low = np.empty(k)
+    up = np.empty(k)
+    within = 0.0
+    for c in range(k):
+        sl = 0.0
+        su = 0.0
+        sq = 0.0
+        for t in range(c * h, (c + 1) * h):
+            b = bidx[t]
+            sl += glo[b]
+            su += ghi[b]
+            sq += msq[b]
+        low[c] = sl / h
+        up[c] = su / h
+        within += sq - h * max(low[c] ** 2, up[c] ** 2)
+    within /= k * (h - 1)
+    centre = 0.5 * (low.mean() + up.mean())
+    between = 0.0
+    for c in range(k):
+        between += max((low[c] - centre) ** 2, (up[c] - centre) ** 2)
+    between *= h / (k - 1)
+    return within > 0.0 and between <= within * ratio * (1.0 - 1e-9)
+
+
+@njit(cache=True)
+def _screen_column(x, lo, hi, k, h, table, ratio, bidx, count, glo, ghi, msq,
+                   mid):  # pragma: no cover - compiled
+    """True when the rank R-hat (bulk and folded) of one split column ``x`` (k chains x h,
+    no -0.0; ``lo`` <= its values <= ``hi``) is shown <= the threshold without sorting;
+    False means "not shown" (the exact R-hat decides).  The folded draws use the exact
+    median, found by sorting the few draws in the middle ranks' buckets (as many as
+    ``_SCREEN_MEDIAN``, else not shown)."""
+    n = x.size
+    # levels: sign(x) * (bits of |x| above those of ``tiny``), non-decreasing in x and spaced
+    # like log |x|; magnitudes 2^-30 below the largest share level 0 when x has both signs
+    mask = np.uint64(0x7FFFFFFFFFFFFFFF)
+    e = np.int64(0)
+    if lo < 0.0 < hi:
+        tiny = np.empty(1)
+        tiny[0] = max(-lo, hi) * 2.0 ** -30
+        e = np.int64(tiny.view(np.uint64)[0])
+    bits = x.view(np.uint64)
+    for i in range(n):
+        m = max(np.int64(bits[i] & mask) - e, np.int64(0))
+        bidx[i] = m - 2 * m * np.int64(bits[i] >> np.uint64(63))  # branch-free sign
+    if not _buckets(bidx, count.size, count):
+        return False
+    if not _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, msq):
+        return False
+    p2 = n // 2
+    p1 = p2 - 1 if n % 2 == 0 else p2
+    below = 0
+    b1 = -1
+    b2 = -1
+    start = 0
+    size = 0
+    for b in range(count.size):
+        c = count[b]
+        if b1 < 0 and p1 < below + c:
+            b1 = b
+            start = below
+        if p2 < below + c:
+            b2 = b
+            size = below + c - start
+            break
+        below += c
+    if size > _SCREEN_MEDIAN:
+        return False
+    width = np.uint64(b2 - b1)
+    j = 0
+    for i in range(n):  # branch-free: write every draw, advance past those kept
+        mid[j] = x[i]
+        j += np.uint64(bidx[i] - b1) <= width  # b1 <= bidx[i] <= b2
+    srt = np.sort(mid[:size])
+    med = srt[p2 - start] if n % 2 == 1 else 0.5 * (srt[p1 - start] + srt[p2 - start])
+    fv = bidx.view(np.float64)
+    for i in range(n):  # |x - med| >= 0: its bits (bidx as int64) are a level
+        fv[i] = abs(x[i] - med)
+    if not _buckets(bidx, count.size, count):
+        return False
+    return _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, msq)
+
+
 @njit(parallel=True, cache=True)
-def _rhat_stuck_kernel(a, table, rhat, stuck):  # pragma: no cover - compiled
+def _rhat_stuck_kernel(a, table, rhat, stuck, ratio):  # pragma: no cover - compiled
     """Rank R-hat (bulk and folded, split chains) and 'a chain never moves' per column of
-    a (chains, draws, n), in tiles of columns read row by row (contiguous)."""
+    a (chains, draws, n), in tiles of columns read row by row (contiguous).  With
+    ``ratio`` > 0 a column the screen shows below the threshold gets R-hat NaN (not
+    computed)."""
     n_chains, n_draws, n_cols = a.shape
     h = n_draws // 2
     n = 2 * n_chains * h
     tile = 32
     n_tiles = (n_cols + tile - 1) // tile
+    nb = _SCREEN_BUCKETS
     for b in prange(n_tiles):
         j0 = b * tile
         m = min(tile, n_cols - j0)
         buf = np.empty((m, n))
         lo = np.empty((n_chains, m))
         hi = np.empty((n_chains, m))
+        bidx = np.empty(n, np.int64)
+        count = np.empty(nb, np.int64)
+        glo = np.empty(nb)
+        ghi = np.empty(nb)
+        msq = np.empty(nb)
+        mid = np.empty(n + 1)
         for c in range(n_chains):
             for q in range(m):
                 lo[c, q] = a[c, 0, j0 + q]
@@ -392,7 +538,7 @@ def _rhat_stuck_kernel(a, table, rhat, stuck):  # pragma: no cover - compiled
                 for q in range(m):
                     v = a[c, t, j0 + q]
                     if pos >= 0:
-                        buf[q, pos] = v
+                        buf[q, pos] = v + 0.0  # -0.0 -> 0.0 (the screen's buckets)
                     lo[c, q] = min(lo[c, q], v)
                     hi[c, q] = max(hi[c, q], v)
         for q in range(m):
@@ -401,7 +547,12 @@ def _rhat_stuck_kernel(a, table, rhat, stuck):  # pragma: no cover - compiled
                 if hi[c, q] == lo[c, q]:
                     n_fixed += 1
             stuck[j0 + q] = 0 < n_fixed < n_chains
-            rhat[j0 + q] = _rhat_stuck_column(buf[q], table, n_chains, h)
+            if ratio > 0.0 and _screen_column(buf[q], lo[:, q].min(), hi[:, q].max(),
+                                               2 * n_chains, h, table, ratio, bidx, count,
+                                               glo, ghi, msq, mid):
+                rhat[j0 + q] = np.nan
+            else:
+                rhat[j0 + q] = _rhat_stuck_column(buf[q], table, n_chains, h)
 
 
 def _score_table(n: int) -> np.ndarray:
@@ -411,14 +562,18 @@ def _score_table(n: int) -> np.ndarray:
         return ndtri((r2 / 2.0 - 0.375) / (n + 0.25))
 
 
-def _rhat_stuck(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _rhat_stuck(a: np.ndarray, screen_at: float | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """(rank R-hat, stuck chain) of every column: the numba kernel for large inputs or when
-    compiled, else the numpy twin (same numbers)."""
+    compiled, else the numpy twin (same numbers).  With ``screen_at`` (a threshold), the
+    kernel leaves NaN for the columns its screen shows at or below it."""
     c, d, n = a.shape
     if use_numba(_rhat_stuck_kernel, c * d * n):
         rhat, stuck = np.empty(n), np.zeros(n, dtype=np.bool_)
+        h = d // 2
+        ratio = -1.0 if screen_at is None else h * (screen_at ** 2 - 1.0) + 1.0
         with np.errstate(invalid="ignore", divide="ignore"):
-            _rhat_stuck_kernel(a, _score_table(2 * c * (d // 2)), rhat, stuck)
+            _rhat_stuck_kernel(a, _score_table(2 * c * h), rhat, stuck, ratio)
     else:
         rhat = convergence_columns(a, ("rhat",))["rhat"]
         spread = np.ptp(a, axis=1)
@@ -426,7 +581,8 @@ def _rhat_stuck(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rhat, stuck
 
 
-def disagreeing_columns(x, max_rhat: float = MAX_RHAT) -> tuple[np.ndarray, np.ndarray]:
+def disagreeing_columns(x, max_rhat: float = MAX_RHAT, all_rhat: bool = True
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """Columns whose chains disagree: R-hat above ``max_rhat`` or a chain stuck at one value.
 
     Parameters
@@ -434,10 +590,15 @@ def disagreeing_columns(x, max_rhat: float = MAX_RHAT) -> tuple[np.ndarray, np.n
     x : array (chains, draws, n) of at least 2 chains, finite (checked by the numpy path;
         the numba kernel, for large inputs, adds no S x n temporary to check it).
     max_rhat : R-hat threshold (default 1.01).
+    all_rhat : if False, the R-hat is computed only where a screen cannot show it is at
+        most ``max_rhat`` (rank intervals from a bucketing of each column, no sort; the
+        flagged columns are the same, every flagged column gets its R-hat, and the others
+        may get NaN).  ``loo`` uses this: most well-mixed columns need no sort.
 
     Returns
     -------
-    (bad, rhat) : bool array (n,) and the R-hat of every column (NaN where undefined).
+    (bad, rhat) : bool array (n,) and the R-hat of every column (NaN where undefined, or
+        shown at most ``max_rhat`` when ``all_rhat`` is False).
 
     Examples
     --------
@@ -449,7 +610,8 @@ def disagreeing_columns(x, max_rhat: float = MAX_RHAT) -> tuple[np.ndarray, np.n
     a = _as_chains(x)
     if a.shape[0] < 2 or a.shape[1] < 4:
         return np.zeros(a.shape[2], dtype=bool), np.full(a.shape[2], np.nan)
-    rhat, stuck = _rhat_stuck(a)  # finite draws: loo's log-likelihood is checked before
+    # finite draws: loo's log-likelihood is checked before
+    rhat, stuck = _rhat_stuck(a, None if all_rhat else float(max_rhat))
     with np.errstate(invalid="ignore"):
         bad = (rhat > max_rhat) | stuck
     return bad, rhat

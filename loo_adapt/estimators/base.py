@@ -409,7 +409,8 @@ class Context:
         from loo_adapt.core.convergence import disagreeing_columns
 
         ll = self.draws.log_lik(self.var_name)
-        bad, rhat = disagreeing_columns(ll.reshape(ll.shape[0], ll.shape[1], -1))
+        bad, rhat = disagreeing_columns(ll.reshape(ll.shape[0], ll.shape[1], -1),
+                                        all_rhat=False)
         return np.flatnonzero(bad), rhat
 
     def need_program(self, what: str):
