@@ -30,6 +30,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from loo_adapt.core._sort import _insertion_sort, _sorted_order
 from loo_adapt.core._status import (  # the kernels' shared status codes
     _ALL_NEG_INF,
     _BAD,
@@ -66,28 +67,6 @@ _TINY = 2.2250738585072014e-308  # smallest normal float64
 #      for elpd_i: elsewhere log_lik + log weight is -lse); the weights, if asked for, are
 #      normalised while the block is transposed back.
 # Nothing of size S x n is allocated unless the caller asks for the weights.
-
-
-@njit(cache=True, error_model="numpy")
-def _hoare(v, idx, lo, hi, pivot):
-    """Hoare partition of ``v[lo:hi + 1]`` around ``pivot`` (one of its values), with
-    ``idx`` swapped alongside unless empty; returns (i, j) with v[lo..j] <= pivot <=
-    v[i..hi] and the values strictly between equal to the pivot."""
-    i = lo
-    j = hi
-    with_idx = idx.shape[0] > 0
-    while i <= j:
-        while v[i] < pivot:
-            i += 1
-        while v[j] > pivot:
-            j -= 1
-        if i <= j:
-            v[i], v[j] = v[j], v[i]
-            if with_idx:
-                idx[i], idx[j] = idx[j], idx[i]
-            i += 1
-            j -= 1
-    return i, j
 
 
 @njit(cache=True, error_model="numpy")
@@ -134,81 +113,6 @@ def _kth_largest(v, n, k, tmp):
     return src[hi - k]
 
 
-@njit(cache=True, error_model="numpy")
-def _insertion_sort(v, lo, hi):
-    """Sort ``v[lo:hi]`` ascending in place (for short runs)."""
-    for i in range(lo + 1, hi):
-        x = v[i]
-        j = i - 1
-        while j >= lo and v[j] > x:
-            v[j + 1] = v[j]
-            j -= 1
-        v[j + 1] = x
-
-
-@njit(cache=True, error_model="numpy")
-def _insertion_sort_pairs(v, idx, lo, hi):
-    """Sort ``v[lo:hi]`` ascending in place with ``idx`` alongside, stably (for short or
-    nearly sorted runs; the R-hat check's key runs use it too)."""
-    for i in range(lo + 1, hi):
-        x = v[i]
-        d = idx[i]
-        j = i - 1
-        while j >= lo and v[j] > x:
-            v[j + 1] = v[j]
-            idx[j + 1] = idx[j]
-            j -= 1
-        v[j + 1] = x
-        idx[j + 1] = d
-
-
-@njit(cache=True, error_model="numpy")
-def _sort_pairs(v, idx, n, stack):
-    """Sort ``v[:n]`` ascending with ``idx`` alongside; equal values end with ascending idx,
-    i.e. the order of a stable sort of draws given in ascending order."""
-    top = 0
-    stack[0] = 0
-    stack[1] = n - 1
-    top = 2
-    while top > 0:
-        hi = stack[top - 1]
-        lo = stack[top - 2]
-        top -= 2
-        while hi - lo > 16:
-            mid = (lo + hi) >> 1
-            # median of three to v[mid], then Hoare partition around it
-            if v[mid] < v[lo]:
-                v[mid], v[lo] = v[lo], v[mid]
-                idx[mid], idx[lo] = idx[lo], idx[mid]
-            if v[hi] < v[lo]:
-                v[hi], v[lo] = v[lo], v[hi]
-                idx[hi], idx[lo] = idx[lo], idx[hi]
-            if v[hi] < v[mid]:
-                v[hi], v[mid] = v[mid], v[hi]
-                idx[hi], idx[mid] = idx[mid], idx[hi]
-            i, j = _hoare(v, idx, lo, hi, v[mid])
-            # recurse into the smaller part later, loop on the larger (stack depth log n)
-            if j - lo < hi - i:
-                stack[top] = i
-                stack[top + 1] = hi
-                top += 2
-                hi = j
-            else:
-                stack[top] = lo
-                stack[top + 1] = j
-                top += 2
-                lo = i
-        _insertion_sort_pairs(v, idx, lo, hi + 1)  # the short run
-    # ties: ascending draw index within each run of equal values (R's stable order)
-    i = 0
-    while i < n:
-        j = i + 1
-        while j < n and v[j] == v[i]:
-            j += 1
-        _insertion_sort(idx, i, j)
-        i = j
-
-
 @njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
 def _sum(v, n):
     """Sum of ``v[:n]`` (reassociated, so LLVM vectorises it)."""
@@ -237,7 +141,7 @@ def _max(v):
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_column(lr, tail_len, work, vals, idx, stack):
+def _psis_column(lr, tail_len, work, vals, idx, sv, sidx):
     """Smooth one observation's log ratios ``lr`` (contiguous, checked finite or -inf, max
     finite) in place into unnormalised log weights; returns (khat, status, max of the
     result, t), the smoothed draws being ``idx[t:t + tail_len]`` when status is _OK.
@@ -277,7 +181,22 @@ def _psis_column(lr, tail_len, work, vals, idx, stack):
             vals[n_sel] = xs
             idx[n_sel] = s  # n_sel <= i: overwrites only candidates already read
             n_sel += 1
-    _sort_pairs(vals, idx, n_sel, stack)
+    # sort the selected (value, draw) pairs: a stable radix argsort (the draws were selected
+    # in ascending order), then ascending draws within runs of equal values (-0.0 and 0.0)
+    order = _sorted_order(vals[:n_sel], sv)
+    for q in range(n_sel):
+        sidx[q] = idx[order[q]]
+    for q in range(n_sel):
+        vals[q] = sv[q]
+        idx[q] = sidx[q]
+    i = 0
+    while i < n_sel:
+        j = i + 1
+        while j < n_sel and vals[j] == vals[i]:
+            j += 1
+        if j > i + 1:
+            _insertion_sort(idx, i, j)
+        i = j
     base = n_sel - n_top  # vals[base] is the cutoff, vals[base + 1:] the tail, ascending
     tail_lo = vals[base + 1]
     tail_hi = vals[n_sel - 1]
@@ -375,7 +294,8 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
     work = np.empty(s_draws)
     vals = np.empty(s_draws)
     idx = np.empty(s_draws, dtype=np.int64)
-    stack = np.empty(128, dtype=np.int64)
+    sv = np.empty(s_draws)
+    sidx = np.empty(s_draws, dtype=np.int64)
     e1 = np.empty(s_draws)
     e2 = np.empty(s_draws)
     v = np.empty(s_draws)
@@ -387,13 +307,13 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
         j0 = b * block
         _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
                     normalize, write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse,
-                    out_neff, zero_corr, buf, ll, work, vals, idx, stack, e1, e2, v, lse_col)
+                    out_neff, zero_corr, buf, ll, work, vals, idx, sv, sidx, e1, e2, v, lse_col)
 
 
 @njit(cache=True, error_model="numpy")
 def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
                 status, out_elpd, out_lpd, out_mcse, out_neff, zero_corr, buf, ll, work, vals,
-                idx, stack, e1, e2, v, lse_col):
+                idx, sv, sidx, e1, e2, v, lse_col):
     """Columns j0:j1 (see ``_psis_blocks``; ``zero_corr``: ``corr`` is 0 for every draw;
     the rest are scratch arrays)."""
     s_draws = a.shape[0]
@@ -424,7 +344,7 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
                 out_neff[j0 + j] = math.nan
             continue
         out = buf[j]  # smoothed in place
-        k, st, m2, t0 = _psis_column(out, tail_len[j0 + j], work, vals, idx, stack)
+        k, st, m2, t0 = _psis_column(out, tail_len[j0 + j], work, vals, idx, sv, sidx)
         out_k[j0 + j] = k
         status[j0 + j] = st
         if not (normalize or loo):

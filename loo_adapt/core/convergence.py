@@ -34,7 +34,7 @@ from scipy.fft import next_fast_len
 from scipy.special import ndtri
 
 from loo_adapt.core._compiled import use_numba
-from loo_adapt.core._psis_kernel import _insertion_sort_pairs
+from loo_adapt.core._sort import _sorted_order
 from loo_adapt.core.ess import _geyer_ess_numpy
 
 __all__ = ["MAX_RHAT", "convergence_columns", "disagreeing_columns", "rhat_columns",
@@ -268,58 +268,6 @@ def _rhat_of(z, n_chains, n_half):  # pragma: no cover - compiled
         between += (means[c] - grand) ** 2
     between = n_half * between / (n_chains - 1)
     return np.sqrt((between / within + n_half - 1) / n_half)
-
-
-@njit(cache=True)
-def _sorted_order(vals, sv):  # pragma: no cover - compiled
-    """Stable argsort of finite float64 ``vals`` (C-contiguous), with ``sv`` receiving the
-    values in that order.  An LSD radix sort of the high 32 bits of the values'
-    order-preserving 64-bit keys (4 counting passes, a pass skipped when every key has the
-    same byte there), then an insertion sort by the whole key of each run sharing those
-    bits (values within ~1e-6 relative of each other, or tied: a handful at most, already
-    in draw order); the sorted keys give the sorted values back without a gather."""
-    n = vals.size
-    u = vals.view(np.uint64)
-    top = np.uint64(1) << np.uint64(63)
-    keys = np.empty(n, np.uint64)
-    for i in range(n):
-        k = u[i]
-        keys[i] = ~k if k & top else k | top
-    idx = np.arange(n)
-    tk = np.empty_like(keys)
-    ti = np.empty_like(idx)
-    count = np.empty(257, np.int64)
-    for p in range(4, 8):
-        sh = np.uint64(8 * p)
-        count[:] = 0
-        for i in range(n):
-            count[np.int64((keys[i] >> sh) & np.uint64(255)) + 1] += 1
-        if count.max() == n:  # every key has the same byte here: nothing moves
-            continue
-        for b in range(256):
-            count[b + 1] += count[b]
-        for i in range(n):
-            b = np.int64((keys[i] >> sh) & np.uint64(255))
-            pos = count[b]
-            tk[pos] = keys[i]
-            ti[pos] = idx[i]
-            count[b] = pos + 1
-        keys, tk = tk, keys
-        idx, ti = ti, idx
-    hi32 = np.uint64(32)
-    i = 0
-    while i < n:  # runs sharing the high 32 bits: insertion sort by the whole key
-        j = i + 1
-        while j < n and (keys[j] >> hi32) == (keys[i] >> hi32):
-            j += 1
-        if j > i + 1:  # most runs are one key
-            _insertion_sort_pairs(keys, idx, i, j)
-        i = j
-    su = sv.view(np.uint64)
-    for q in range(n):  # the inverse of the key map
-        k = keys[q]
-        su[q] = k ^ top if k & top else ~k
-    return idx
 
 
 @njit(cache=True)

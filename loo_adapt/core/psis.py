@@ -70,7 +70,6 @@ from loo_adapt.core._psis_kernel import (  # noqa: F401  (the tests reach them h
     _psis_parallel,
     _psis_serial,
     _smooth_tail,
-    _sort_pairs,
 )
 from loo_adapt.core._status import (  # the kernels' shared status codes
     _ALL_NEG_INF,
