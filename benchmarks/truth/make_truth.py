@@ -373,6 +373,29 @@ def khat_report(bench: Benchmark, seed: int = 1) -> None:
           f"total {err.sum():+.2f}; p_loo_i < -3 MC se: {(p_loo < -3 * se).sum()}")
 
 
+def compare(bench: Benchmark, other: Benchmark) -> None:
+    """The folds both truths have finished, side by side: mean and rms z of the difference
+    over the combined MC se, the summed difference with its MC se, and the divergent
+    transitions of each (for a truth remade with other sampler settings)."""
+    mine, theirs = read_checkpoint(bench.checkpoint), read_checkpoint(other.checkpoint)
+    common = sorted(set(mine) & set(theirs))
+    if not common:
+        print(f"{bench.name} and {other.name}: no fold finished in both")
+        return
+    d = np.array([mine[i]["elpd_loo"] - theirs[i]["elpd_loo"] for i in common])
+    se = np.array([np.hypot(mine[i]["mc_se"], theirs[i]["mc_se"]) for i in common])
+    z = d / se
+    div = [(max(mine[i]["divergent"], 0), max(theirs[i]["divergent"], 0)) for i in common]
+    print(f"{bench.name} - {other.name} on {len(common)} common folds: mean z {z.mean():+.2f}, "
+          f"rms z {np.sqrt(np.mean(z**2)):.2f}, |z| > 3: {(np.abs(z) > 3).sum()}, summed "
+          f"difference {d.sum():+.3f} (MC se {np.sqrt(np.sum(se**2)):.3f}); divergent "
+          f"transitions {sum(a for a, _ in div)} vs {sum(b for _, b in div)} (folds with any: "
+          f"{sum(a > 0 for a, _ in div)} vs {sum(b > 0 for _, b in div)})")
+    for i, di, zi, (a, b) in zip(common, d, z, div):
+        print(f"  fold {i:4d}: {mine[i]['elpd_loo']:+.4f} vs {theirs[i]['elpd_loo']:+.4f}, "
+              f"difference {di:+.4f} (z {zi:+.2f}); divergent {a} vs {b}")
+
+
 def summary(bench: Benchmark) -> None:
     """One line per benchmark from its checkpoint: size, cost and Monte Carlo error."""
     data = bench.data()
@@ -394,6 +417,8 @@ def main(argv=None):
     parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one core each)")
     parser.add_argument("--limit", type=int, default=None, help="run at most this many folds")
+    parser.add_argument("--compare", choices=sorted(BENCHMARKS), metavar="OTHER",
+                        help="compare the finished folds with another truth of the same data")
     parser.add_argument("--first", default="", metavar="I,J,...",
                         help="run these folds before the others (comma-separated indices)")
     parser.add_argument("--time-one", action="store_true",
@@ -414,6 +439,8 @@ def main(argv=None):
         print(json.dumps(rec))
     elif args.summary:
         summary(bench)
+    elif args.compare:
+        compare(bench, BENCHMARKS[args.compare])
     elif args.khat:
         khat_report(bench)
     elif args.redo_min_ess is not None:
