@@ -401,7 +401,8 @@ class Context:
         """(rows, R-hat) of the observations whose log-likelihood chains disagree
         (`loo_adapt.core.convergence.disagreeing_columns`: rank-normalised split R-hat above
         1.01 or a chain stuck at one value), or None when there is nothing to compare (one
-        chain, draws of an approximation, fewer than 4 draws per chain)."""
+        chain, draws of an approximation, fewer than 4 draws per chain).  R-hat is exact
+        for those rows; the others may be NaN (a bound showed it at most 1.01)."""
         draws = self.draws
         if (draws is None or getattr(draws, "is_approximate", False)
                 or draws.n_chains < 2 or draws.n_draws < 4):
