@@ -18,6 +18,8 @@ package and the CLI run:
     with program, no focus    ... mixis_focus=False (MixIS, then refits: the refit path)
     with program, 3 spot      ... mixis_spot_checks=3 (three refits of verified MixIS rows
       checks                  calibrate its MCSE, `loo_adapt.estimators.spot_check`)
+    with program, chains      ... mixis_mcse="chains" (MixIS's MCSE inflated by its
+      MCSE                    chains' disagreement, `loo_adapt.estimators.mixis.chain_inflation`)
 
 Printed per benchmark and seed: pointwise RMSE to truth (all rows, rows with PSIS k-hat
 above the threshold), max |error_i|, the total's error and the combined Monte Carlo error of
@@ -90,15 +92,19 @@ def estimators(bench, seed, mixture, refit_budget):
                                                         focus=False),
         "with program, 3 spot checks": lambda: _with_program(bench, seed, mixture,
                                                              refit_budget, spot_checks=3),
+        "with program, chains MCSE": lambda: _with_program(bench, seed, mixture,
+                                                           refit_budget, mcse="chains"),
     }
 
 
-def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0):
+def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0,
+                  mcse="delta"):
     """The default with a program; its refits are checkpointed under `benchmarks/cache/`
     (one directory per benchmark, seed and path), so a rerun resumes them: the seconds of the
     resumed refits, as they were measured when made, are added (one after another)."""
     ck = CACHE / (f"{bench.name}-refits-{'' if focus else 'nofocus-'}"
-                  f"{f'spot{spot_checks}-' if spot_checks else ''}seed{seed}")
+                  f"{f'spot{spot_checks}-' if spot_checks else ''}"
+                  f"{'' if mcse == 'delta' else f'{mcse}-'}seed{seed}")
     cached = {}  # row -> seconds of a refit made by an earlier run
     if ck.is_dir():
         for f in ck.glob("*.npz"):
@@ -107,7 +113,7 @@ def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0)
                     meta = json.loads(str(z["__meta__"]))
                     cached[int(meta.get("i", -1))] = float(meta.get("seconds", 0.0))
     res = loo(bench.draws, model=bench.model, program=bench.program, mixis_draws=mixture[0],
-              seed=seed, mixis_focus=focus, mixis_spot_checks=spot_checks,
+              seed=seed, mixis_focus=focus, mixis_spot_checks=spot_checks, mixis_mcse=mcse,
               refit_kwargs={"progress": False, "max_refits": refit_budget,
                             "checkpoint": str(ck)}).loo_adapt
     # only the cached refits this run's refit stage used count (an earlier run with other
