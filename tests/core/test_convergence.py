@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from loo_adapt.core import convergence as cv
+from loo_adapt.core._sort import _sorted_order
 
 
 def columns(draws=301, seed=3):
@@ -108,7 +109,7 @@ def test_sorted_order_is_a_stable_sort():
                         [5e-324, -5e-324]])
     rng.shuffle(v)
     sv = np.empty_like(v)
-    order = cv._sorted_order(np.ascontiguousarray(v), sv)
+    order = _sorted_order(np.ascontiguousarray(v), sv)
     np.testing.assert_array_equal(v[order], np.sort(v, kind="stable"))
     np.testing.assert_array_equal(sv.view(np.uint64), v[order].view(np.uint64))  # -0.0 kept
     same = v[order][1:] == v[order][:-1]  # equal values keep their input order (stable)

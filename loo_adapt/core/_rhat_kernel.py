@@ -1,0 +1,250 @@
+"""Compiled pieces of the per-column R-hat check (array core): the exact rank R-hat of one
+column's split draws (one stable radix sort, the folded draws merged from it), and a screen
+that bounds it without sorting (see `loo_adapt.core.convergence`).  Shared by the check's
+own kernel (`convergence._rhat_stuck_kernel`) and the relative-efficiency kernel that runs it
+in the same pass (`core.ess`)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from scipy.special import ndtri
+
+from loo_adapt.core._sort import _sorted_order
+
+
+def _score_table(n: int) -> np.ndarray:
+    """Blom scores indexed by twice the (average) rank: table[r2] for r2 = 2..2n."""
+    r2 = np.arange(2 * n + 2, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return ndtri((r2 / 2.0 - 0.375) / (n + 0.25))
+
+
+@njit(cache=True)
+def _scores_of_sorted(sv, order, table, z):  # pragma: no cover - compiled
+    """z[order[q]] = Blom score of the average rank of the q-th smallest value, ``sv`` the
+    values in increasing order (contiguous: ties are runs of equal neighbours)."""
+    n = sv.size
+    i = 0
+    while i < n:
+        k = i
+        while k + 1 < n and sv[k + 1] == sv[i]:
+            k += 1
+        score = table[i + k + 2]  # 2 x (average rank) = i + k + 2
+        for q in range(i, k + 1):
+            z[order[q]] = score
+        i = k + 1
+
+
+@njit(cache=True)
+def _rhat_of(z, n_chains, n_half):  # pragma: no cover - compiled
+    means = np.zeros(n_chains)
+    for c in range(n_chains):
+        acc = 0.0
+        for t in range(n_half):
+            acc += z[c * n_half + t]
+        means[c] = acc / n_half
+    within = 0.0
+    for c in range(n_chains):
+        acc = 0.0
+        for t in range(n_half):
+            d = z[c * n_half + t] - means[c]
+            acc += d * d
+        within += acc / (n_half - 1)
+    within /= n_chains
+    grand = means.mean()
+    between = 0.0
+    for c in range(n_chains):
+        between += (means[c] - grand) ** 2
+    between = n_half * between / (n_chains - 1)
+    return np.sqrt((between / within + n_half - 1) / n_half)
+
+
+@njit(cache=True)
+def _rhat_stuck_column(vals, table, n_chains, h):  # pragma: no cover - compiled
+    """Rank R-hat (bulk and folded, split chains) of one column's split draws ``vals``
+    (2 chains x h)."""
+    k = 2 * n_chains
+    n = k * h
+    ext = np.empty(n + 2)  # sorted values between the sentinels -inf and +inf
+    sv = ext[1:n + 1]
+    order = _sorted_order(vals, sv)
+    z = np.empty(n)
+    _scores_of_sorted(sv, order, table, z)
+    bulk = _rhat_of(z, k, h)
+    med = sv[n // 2] if n % 2 == 1 else 0.5 * (sv[n // 2 - 1] + sv[n // 2])
+    # |x - med| in increasing order: merge the draws below the median (walking down) with
+    # those at or above it (walking up), between the sentinels; no second sort
+    ext[0] = -np.inf
+    ext[n + 1] = np.inf
+    right = n // 2
+    while right > 0 and sv[right - 1] >= med:
+        right -= 1
+    while right < n and sv[right] < med:
+        right += 1
+    left = right - 1
+    fv = np.empty(n)
+    forder = np.empty(n, dtype=np.int64)
+    for q in range(n):
+        dl = med - ext[left + 1]
+        dr = ext[right + 1] - med
+        if dl <= dr:
+            fv[q] = dl
+            forder[q] = order[left]
+            left -= 1
+        else:
+            fv[q] = dr
+            forder[q] = order[right]
+            right += 1
+    _scores_of_sorted(fv, forder, table, z)
+    tail = _rhat_of(z, k, h)
+    if np.isnan(bulk):
+        return tail
+    if np.isnan(tail):
+        return bulk
+    return max(bulk, tail)
+
+
+
+# ---- a screen that shows most columns' R-hat below the threshold without sorting -------
+#: buckets of the screen (a column's draws are split into this many value ranges)
+_SCREEN_BUCKETS = 2048
+#: most draws sharing the median's buckets that the screen sorts to find the median
+_SCREEN_MEDIAN = 256
+
+
+@njit(cache=True)
+def _buckets(levels, nb, count):  # pragma: no cover - compiled
+    """Replace integer ``levels`` (non-decreasing in the values they stand for) by bucket
+    indices in [0, nb), dividing their range evenly; ``count`` gets each bucket's size.
+    False when all levels are equal."""
+    lo = levels[0]
+    hi = levels[0]
+    for i in range(levels.size):
+        lo = min(lo, levels[i])
+        hi = max(hi, levels[i])
+    if lo == hi:
+        return False
+    d = np.uint64(hi - lo)
+    s = np.uint64(0)
+    while (d >> s) > np.uint64(nb - 1):
+        s += np.uint64(1)
+    count[:] = 0
+    for i in range(levels.size):
+        b = np.int64(np.uint64(levels[i] - lo) >> s)
+        levels[i] = b
+        count[b] += 1
+    return True
+
+
+@njit(cache=True)
+def _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, msq):  # pragma: no cover
+    """True when the split R-hat of the draws' normal scores is shown <= the threshold
+    (``ratio``: the largest between / within variance it allows) from rank intervals: a draw
+    in bucket b has an average rank within that bucket's ranks, so its Blom score within
+    [glo[b], ghi[b]].  Chain means m_c then lie in [L_c, U_c]; ``between`` is at most
+    h / (k - 1) sum max((L_c - a)^2, (U_c - a)^2) for any a, and k (h - 1) ``within`` =
+    sum z^2 - h sum m_c^2 is at least sum min z^2 - h sum max(L_c^2, U_c^2)."""
+    below = 0
+    for b in range(count.size):
+        c = count[b]
+        if c:
+            lo = table[2 * (below + 1)]
+            hi = table[2 * (below + c)]
+            glo[b] = lo
+            ghi[b] = hi
+            msq[b] = 0.0 if lo <= 0.0 <= hi else min(lo * lo, hi * hi)
+        below += c
+    low = np.empty(k)
+    up = np.empty(k)
+    within = 0.0
+    for c in range(k):
+        sl = 0.0
+        su = 0.0
+        sq = 0.0
+        for t in range(c * h, (c + 1) * h):
+            b = bidx[t]
+            sl += glo[b]
+            su += ghi[b]
+            sq += msq[b]
+        low[c] = sl / h
+        up[c] = su / h
+        within += sq - h * max(low[c] ** 2, up[c] ** 2)
+    within /= k * (h - 1)
+    centre = 0.5 * (low.mean() + up.mean())
+    between = 0.0
+    for c in range(k):
+        between += max((low[c] - centre) ** 2, (up[c] - centre) ** 2)
+    between *= h / (k - 1)
+    return within > 0.0 and between <= within * ratio * (1.0 - 1e-9)
+
+
+@njit(cache=True)
+def _screen_column(x, lo, hi, k, h, table, ratio, bidx, count, glo, ghi, msq,
+                   mid):  # pragma: no cover - compiled
+    """True when the rank R-hat (bulk and folded) of one split column ``x`` (k chains x h,
+    no -0.0; ``lo`` <= its values <= ``hi``) is shown <= the threshold without sorting;
+    False means "not shown" (the exact R-hat decides).  The folded draws use the exact
+    median, found by sorting the few draws in the middle ranks' buckets (as many as
+    ``_SCREEN_MEDIAN``, else not shown)."""
+    n = x.size
+    # levels: sign(x) * (bits of |x| above those of ``tiny``), non-decreasing in x and spaced
+    # like log |x|; magnitudes 2^-30 below the largest share level 0 when x has both signs
+    mask = np.uint64(0x7FFFFFFFFFFFFFFF)
+    e = np.int64(0)
+    if lo < 0.0 < hi:
+        tiny = np.empty(1)
+        tiny[0] = max(-lo, hi) * 2.0 ** -30
+        e = np.int64(tiny.view(np.uint64)[0])
+    bits = x.view(np.uint64)
+    for i in range(n):
+        m = max(np.int64(bits[i] & mask) - e, np.int64(0))
+        bidx[i] = m - 2 * m * np.int64(bits[i] >> np.uint64(63))  # branch-free sign
+    if not _buckets(bidx, count.size, count):
+        return False
+    if not _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, msq):
+        return False
+    p2 = n // 2
+    p1 = p2 - 1 if n % 2 == 0 else p2
+    below = 0
+    b1 = -1
+    b2 = -1
+    start = 0
+    size = 0
+    for b in range(count.size):
+        c = count[b]
+        if b1 < 0 and p1 < below + c:
+            b1 = b
+            start = below
+        if p2 < below + c:
+            b2 = b
+            size = below + c - start
+            break
+        below += c
+    if size > _SCREEN_MEDIAN:
+        return False
+    width = np.uint64(b2 - b1)
+    j = 0
+    for i in range(n):  # branch-free: write every draw, advance past those kept
+        mid[j] = x[i]
+        j += np.uint64(bidx[i] - b1) <= width  # b1 <= bidx[i] <= b2
+    srt = np.sort(mid[:size])
+    med = srt[p2 - start] if n % 2 == 1 else 0.5 * (srt[p1 - start] + srt[p2 - start])
+    fv = bidx.view(np.float64)
+    for i in range(n):  # |x - med| >= 0: its bits (bidx as int64) are a level
+        fv[i] = abs(x[i] - med)
+    if not _buckets(bidx, count.size, count):
+        return False
+    return _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, msq)
+
+
+
+@njit(cache=True)
+def _rhat_column(x, lo, hi, n_chains, h, table, ratio, bidx, count, glo, ghi, msq,
+                 mid):  # pragma: no cover - compiled
+    """Rank R-hat of one split column ``x`` (2 n_chains x h, no -0.0, ``lo`` <= values <=
+    ``hi``); with ``ratio`` > 0, NaN where the screen shows it at most the threshold."""
+    if ratio > 0.0 and _screen_column(x, lo, hi, 2 * n_chains, h, table, ratio, bidx, count,
+                                      glo, ghi, msq, mid):
+        return np.nan
+    return _rhat_stuck_column(x, table, n_chains, h)
