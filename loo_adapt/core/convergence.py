@@ -42,7 +42,7 @@ from loo_adapt.core._rhat_kernel import (
 from loo_adapt.core.ess import _geyer_ess_numpy
 
 __all__ = ["MAX_RHAT", "convergence_columns", "disagreeing_columns", "rhat_columns",
-           "ess_bulk_columns", "ess_tail_columns"]
+           "ess_bulk_columns", "ess_tail_columns", "relative_eff_and_disagreement"]
 
 #: R-hat above this says the chains disagree (Vehtari et al. 2021)
 MAX_RHAT = 1.01
@@ -338,3 +338,48 @@ def disagreeing_columns(x, max_rhat: float = MAX_RHAT, all_rhat: bool = True
     with np.errstate(invalid="ignore"):
         bad = (rhat > max_rhat) | stuck
     return bad, rhat
+
+
+def relative_eff_and_disagreement(log_lik, max_rhat: float = MAX_RHAT
+                                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """R loo's relative efficiency of ``exp(log_lik)`` and the columns whose chains disagree,
+    in one pass over the draws.
+
+    What ``loo`` needs from an MCMC log-likelihood before PSIS: `core.ess.relative_eff`
+    (``log=True``) and `disagreeing_columns` (``all_rhat=False``), the same numbers, but the
+    draws are read (transposed into column buffers) once: the R-hat check runs on each
+    buffer before the relative-efficiency kernel exponentiates it.
+
+    Parameters
+    ----------
+    log_lik : array (chains, draws, n), at least 2 chains of 4 draws, finite.
+    max_rhat : R-hat threshold (default 1.01).
+
+    Returns
+    -------
+    (r_eff, bad, rhat) : arrays (n,): the relative efficiency, the columns whose R-hat
+        exceeds ``max_rhat`` or in which a chain is stuck, and R-hat (exact for the flagged
+        columns, NaN where a bound showed it at most ``max_rhat``).
+
+    Examples
+    --------
+    >>> ll = np.random.default_rng(1).normal(size=(4, 200, 3))
+    >>> ll[2, :, 1] = ll[2, 0, 1]  # chain 2 stuck in column 1
+    >>> r_eff, bad, rhat = relative_eff_and_disagreement(ll)
+    >>> bad.tolist(), bool(np.all((r_eff > 0.5) & (r_eff < 2)))
+    ([False, True, False], True)
+    """
+    from loo_adapt.core.ess import _ess_fast, relative_eff
+
+    a = _as_chains(log_lik)
+    c, d, _ = a.shape
+    if c < 2 or d < 4:
+        raise ValueError(f"need at least 2 chains of 4 draws, got {c} x {d}")
+    fused = _ess_fast(a, True, float(max_rhat))
+    if fused is None:  # the numpy path: two calls
+        bad, rhat = disagreeing_columns(a, max_rhat, all_rhat=False)
+        return relative_eff(a, log=True), bad, rhat
+    ess, rhat, stuck = fused
+    with np.errstate(invalid="ignore"):
+        bad = (rhat > max_rhat) | stuck
+    return ess / (c * d), bad, rhat

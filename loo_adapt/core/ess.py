@@ -42,6 +42,7 @@ import numpy as np
 from numba import njit, prange
 
 from loo_adapt.core._compiled import use_numba
+from loo_adapt.core._rhat_kernel import _SCREEN_BUCKETS, _rhat_column, _score_table
 from loo_adapt.core._vmath import exp_clamped
 
 __all__ = ["ess_bulk", "ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff",
@@ -288,10 +289,39 @@ def _ess_direct_col(y, n_chains, n_draws, scale, max_lag):
 
 
 @njit(cache=True, error_model="numpy")
-def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status):
+def _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, bidx, count, glo, ghi,
+                 msq, mid, rhat, stuck, j):  # pragma: no cover - compiled
+    """rhat[j], stuck[j] of one chain-major column ``row`` (see `_ess_direct_block`)."""
+    n_fixed = 0
+    for ch in range(n_chains):
+        c_lo = row[ch * n_draws]
+        c_hi = c_lo
+        for t in range(ch * n_draws, (ch + 1) * n_draws):
+            c_lo = min(c_lo, row[t])
+            c_hi = max(c_hi, row[t])
+        n_fixed += 1 if c_lo == c_hi else 0
+    stuck[j] = 0 < n_fixed < n_chains
+    split = row
+    if n_draws % 2 == 1:  # split chains drop each chain's middle draw
+        for ch in range(n_chains):
+            for t in range(h):
+                sbuf[2 * ch * h + t] = row[ch * n_draws + t]
+                sbuf[(2 * ch + 1) * h + t] = row[ch * n_draws + n_draws - h + t]
+        split = sbuf
+    # a column with -inf draws is not screened (the screen's levels assume finite values)
+    r = ratio if lo > -np.inf else -1.0
+    rhat[j] = _rhat_column(split, lo, hi, n_chains, h, table, r, bidx, count, glo, ghi, msq,
+                           mid)
+
+
+@njit(cache=True, error_model="numpy")
+def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status, ratio, table, rhat, stuck):
     """Columns j0..j1 of x (chains, draws, n): checks, exp(x - max) for log values, and the
     ESS, through one (j1 - j0, S) buffer.  x is read in tiles of `_TILE_ROWS` draws whose
-    rows stay in cache while they are transposed into the buffer (no copy of x)."""
+    rows stay in cache while they are transposed into the buffer (no copy of x).  With a
+    non-empty ``rhat``, each column's rank R-hat and stuck-chain flag too, from the same
+    buffer before the exp (`core._rhat_kernel._rhat_column`: ``ratio`` > 0 screens, NaN
+    where the screen shows R-hat at most its threshold; ``table``: the Blom scores)."""
     n_chains, n_draws, _ = x.shape
     s = n_chains * n_draws
     w = j1 - j0
@@ -304,7 +334,18 @@ def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status):
                 dst = buf[k, r0:r0 + n_draws]
                 src = x[ch, :, j0 + k]
                 for t in range(t0, t1):
-                    dst[t] = src[t]
+                    dst[t] = src[t] + 0.0  # -0.0 -> 0.0 (the R-hat screen's buckets)
+    check = rhat.shape[0] > 0
+    h = n_draws // 2
+    nb = _SCREEN_BUCKETS if check else 0
+    n_split = 2 * n_chains * h if check else 0
+    sbuf = np.empty(n_split if n_draws % 2 == 1 else 0)
+    bidx = np.empty(n_split, np.int64)
+    count = np.empty(nb, np.int64)
+    glo = np.empty(nb)
+    ghi = np.empty(nb)
+    msq = np.empty(nb)
+    mid = np.empty(n_split + 1)
     for k in range(w):
         j = j0 + k
         row = buf[k]
@@ -329,7 +370,13 @@ def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status):
         status[j] = code
         if code != _OK:
             out[j] = np.nan
+            if check:
+                rhat[j] = np.nan
+                stuck[j] = False
             continue
+        if check:
+            _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, bidx, count,
+                         glo, ghi, msq, mid, rhat, stuck, j)
         if hi == lo:
             # a constant likelihood gives constant ratios: no MCMC error (R: 0 / 0)
             out[j] = s
@@ -344,19 +391,23 @@ def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status):
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _ess_direct(x, log, scale, max_lag, block, out, status):
+def _ess_direct(x, log, scale, max_lag, block, out, status, ratio, table, rhat, stuck):
     """`_ess_direct_block` over blocks of ``block`` columns, in parallel."""
     n = x.shape[2]
     n_blocks = (n + block - 1) // block
     for b in prange(n_blocks):
         j0 = b * block
-        _ess_direct_block(x, log, scale, max_lag, j0, min(n, j0 + block), out, status)
+        _ess_direct_block(x, log, scale, max_lag, j0, min(n, j0 + block), out, status, ratio,
+                          table, rhat, stuck)
 
 
-def _ess_fast(a: np.ndarray, log: bool) -> np.ndarray | None:
+def _ess_fast(a: np.ndarray, log: bool, rhat_at: float | None = None):
     """ESS per column of ``a`` (chains, draws, n) by the direct kernel (None when the numpy
     path should run: the kernel is not compiled and the call is too small to pay for it).
-    Columns whose Geyer sequence needs lags beyond `MAX_DIRECT_LAG` go through the FFT."""
+    Columns whose Geyer sequence needs lags beyond `MAX_DIRECT_LAG` go through the FFT.
+    With ``rhat_at`` (an R-hat threshold; at least 2 chains of 4 draws), returns (ESS, rank
+    R-hat, stuck chain) from the same pass, R-hat NaN where a screen shows it at most
+    ``rhat_at`` (`loo_adapt.core.convergence.relative_eff_and_disagreement`)."""
     n_chains, n_draws, n_cols = a.shape
     if not use_numba(_ess_direct, n_chains * n_draws * n_cols):
         return None
@@ -364,7 +415,15 @@ def _ess_fast(a: np.ndarray, log: bool) -> np.ndarray | None:
     status = np.empty(n_cols, dtype=np.int64)
     m = fft_next_good_size(n_draws)
     block = max(1, min(_COLS, -(-n_cols // max(1, numba.get_num_threads()))))
-    _ess_direct(a, bool(log), m / n_draws**2, min(MAX_DIRECT_LAG, n_draws), block, out, status)
+    h = n_draws // 2
+    check = rhat_at is not None
+    ratio = h * (rhat_at ** 2 - 1.0) + 1.0 if check else -1.0
+    table = _score_table(2 * n_chains * h) if check else np.empty(0)
+    rhat = np.empty(n_cols if check else 0)
+    stuck = np.zeros(n_cols if check else 0, dtype=np.bool_)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        _ess_direct(a, bool(log), m / n_draws**2, min(MAX_DIRECT_LAG, n_draws), block, out,
+                    status, ratio, table, rhat, stuck)
     for code, msg in ((_NAN, "x contains NaN"), (_POSINF, "log values contain +inf"),
                       (_ALL_NEGINF, "a column of log values is -inf for every draw"),
                       (_NONFINITE, "x contains non-finite values (pass log values with "
@@ -376,7 +435,7 @@ def _ess_fast(a: np.ndarray, log: bool) -> np.ndarray | None:
         sub = np.ascontiguousarray(a[:, :, long])
         shift = sub.max(axis=(0, 1), keepdims=True) if log else None
         out[long] = _ess_columns(sub, shift=shift, engine="numpy")
-    return out
+    return (out, rhat, stuck) if check else out
 
 
 def _ess_columns(x: np.ndarray, shift=None, engine=None) -> np.ndarray:

@@ -365,8 +365,29 @@ class Context:
     @cached_property
     def base(self):
         """Plain PSIS (`loo_adapt.core.psis.PsisLoo`): the base weights of every stage."""
-        return psis_of_draws(self.draws, var_name=self.var_name, reff=self.r_eff,
+        reff = self.r_eff
+        if reff is None and self._mcmc_checks is not None:
+            reff = self._mcmc_checks[0]
+        return psis_of_draws(self.draws, var_name=self.var_name, reff=reff,
                              weights=self.weights)
+
+    @cached_property
+    def _mcmc_checks(self):
+        """(r_eff, bad, R-hat) of the log-likelihood of MCMC draws with several chains, from
+        one pass over the draws (`loo_adapt.core.convergence.relative_eff_and_disagreement`),
+        or None (approximate draws, one chain, fewer than 4 draws per chain, or a
+        log-likelihood the separate calls must report on)."""
+        draws = self.draws
+        if (draws is None or getattr(draws, "is_approximate", False)
+                or draws.n_chains < 2 or draws.n_draws < 4):
+            return None
+        from loo_adapt.core.convergence import relative_eff_and_disagreement
+
+        ll = self.draws.log_lik(self.var_name)
+        try:
+            return relative_eff_and_disagreement(ll.reshape(ll.shape[0], ll.shape[1], -1))
+        except ValueError:  # the separate calls raise what the user should see
+            return None
 
     @property
     def threshold(self) -> float:
@@ -403,6 +424,9 @@ class Context:
         1.01 or a chain stuck at one value), or None when there is nothing to compare (one
         chain, draws of an approximation, fewer than 4 draws per chain).  R-hat is exact
         for those rows; the others may be NaN (a bound showed it at most 1.01)."""
+        checks = self._mcmc_checks
+        if checks is not None:
+            return np.flatnonzero(checks[1]), checks[2]
         draws = self.draws
         if (draws is None or getattr(draws, "is_approximate", False)
                 or draws.n_chains < 2 or draws.n_draws < 4):

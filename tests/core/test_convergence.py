@@ -114,3 +114,38 @@ def test_sorted_order_is_a_stable_sort():
     np.testing.assert_array_equal(sv.view(np.uint64), v[order].view(np.uint64))  # -0.0 kept
     same = v[order][1:] == v[order][:-1]  # equal values keep their input order (stable)
     assert np.all(order[1:][same & (v[order][1:] != 0)] > order[:-1][same & (v[order][1:] != 0)])
+
+
+@pytest.mark.parametrize("shape", [(4, 300, 40), (3, 301, 40)])
+def test_relative_eff_and_disagreement_in_one_pass(monkeypatch, shape):
+    """loo's single pass (relative efficiency and the R-hat check from one buffer per
+    column), both kernels forced, even and odd draws: r_eff is R loo's (ESS of exp(log_lik)
+    over S; for 300 draws arviz's unsplit ESS of the exponentiated column), the flagged
+    columns are those whose arviz rank R-hat exceeds 1.01 or whose chain is stuck, with
+    arviz's R-hat."""
+    from arviz.stats.diagnostics import _ess
+
+    from loo_adapt.core import ess
+
+    monkeypatch.setattr(cv, "use_numba", lambda *a: True)
+    monkeypatch.setattr(ess, "use_numba", lambda *a: True)
+    rng = np.random.default_rng(17)
+    c, d, m = shape
+    x = rng.normal(size=shape) * 0.7 - 1.0
+    x[0, :, :m // 2] += np.linspace(0.0, 0.5, m // 2)  # a drifting first chain
+    x[1, :, m - 1] = x[1, 0, m - 1]  # a stuck chain
+    x[:, :, m - 2] = np.cumsum(x[:, :, m - 2], axis=1) * 0.05  # random walks
+    r_eff, bad, rhat = cv.relative_eff_and_disagreement(x)
+    want = np.array([az.rhat(x[:, :, j], method="rank") for j in range(m)])
+    stuck = np.arange(m) == m - 1
+    assert bad.tolist() == ((want > 1.01) | stuck).tolist()
+    assert 3 < bad.sum() < m - 3
+    shown = np.isnan(rhat)
+    np.testing.assert_allclose(rhat[~shown], want[~shown], rtol=1e-12)
+    assert np.all(want[shown] <= 1.01) and shown.sum() > m // 4
+    # the same r_eff as the separate call (tested against R loo in test_psis.py) ...
+    np.testing.assert_array_equal(r_eff, ess.relative_eff(x, log=True))
+    if d == 300:  # ... which for draws R's FFT does not pad is arviz's unsplit ESS / S
+        for j in range(m):
+            col = np.exp(x[:, :, j] - x[:, :, j].max())
+            assert r_eff[j] == pytest.approx(_ess(col) / (c * d), rel=1e-10), j
