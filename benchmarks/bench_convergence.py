@@ -9,10 +9,16 @@ warm-up call of each on a slice (so neither pays numba's compilation):
 * ``psis``: `loo_adapt.core.psis.loo_pointwise` (what `loo()` computes for every row);
 * ``check``: `loo_adapt.core.convergence.disagreeing_columns` (rank-normalised split R-hat,
   bulk and folded, plus the stuck-chain test: one sort per column);
+* ``screened``: the same with ``all_rhat=False`` (what ``loo`` asks: a bucketing screen, the
+  sort only where its bound exceeds 1.01);
+* ``r_eff``: `loo_adapt.core.ess.relative_eff` (``log=True``), and ``one pass``:
+  `loo_adapt.core.convergence.relative_eff_and_disagreement` (r_eff and the screened check
+  from one read of the draws, what ``loo`` runs), against r_eff + screened;
 * ``arviz``: ``arviz.rhat(method="rank")`` on the first 200 columns one at a time (arviz's
   own per-column loop), scaled to n, for reference.
 
-Prints the medians and ``check / psis``.  Issue 22 asks for a check that is "cheap": fused
+Prints the medians and ``check / psis``, ``screened / psis`` and ``one pass / (r_eff +
+screened)``.  Issue 22 asks for a check that is "cheap": fused
 or vectorised, no per-column Python loop.
 """
 
@@ -32,23 +38,33 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
 
-    from loo_adapt.core import convergence, psis
+    from loo_adapt.core import convergence, ess, psis
 
     rng = np.random.default_rng(0)
     ll = -np.abs(rng.normal(1.0, 0.3, size=(4, args.draws // 4, args.obs)))
-    psis.loo_pointwise(ll[:, :, :500])
-    convergence.disagreeing_columns(ll[:, :, :500])
-    t_psis, t_check = [], []
+    calls = {
+        "psis": lambda: psis.loo_pointwise(ll),
+        "check": lambda: convergence.disagreeing_columns(ll),
+        "screened": lambda: convergence.disagreeing_columns(ll, all_rhat=False),
+        "r_eff": lambda: ess.relative_eff(ll, log=True),
+        "one pass": lambda: convergence.relative_eff_and_disagreement(ll),
+    }
+    small = ll[:, :, :500]
+    psis.loo_pointwise(small)
+    convergence.disagreeing_columns(small)
+    convergence.disagreeing_columns(small, all_rhat=False)
+    convergence.relative_eff_and_disagreement(small)
+    times = {k: [] for k in calls}
     for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        psis.loo_pointwise(ll)
-        t_psis.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        convergence.disagreeing_columns(ll)
-        t_check.append(time.perf_counter() - t0)
-    p, c = statistics.median(t_psis), statistics.median(t_check)
-    print(f"log_lik {ll.shape}: psis {p:.2f} s, convergence check {c:.2f} s, "
-          f"check / psis = {c / p:.2f}")
+        for k, f in calls.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    t = {k: statistics.median(v) for k, v in times.items()}
+    p, c = t["psis"], t["check"]
+    print(f"log_lik {ll.shape}: " + ", ".join(f"{k} {v:.2f} s" for k, v in t.items()))
+    print(f"check / psis = {c / p:.2f}, screened / psis = {t['screened'] / p:.2f}, one pass / "
+          f"(r_eff + screened) = {t['one pass'] / (t['r_eff'] + t['screened']):.2f}")
     try:
         import arviz as az
     except ImportError:
