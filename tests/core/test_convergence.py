@@ -92,6 +92,31 @@ def test_screen_flags_the_same_columns_as_arviz(monkeypatch):
     assert shown[3 * m:].any()  # and columns near the threshold
 
 
+@pytest.mark.parametrize("all_rhat", [True, False])
+def test_constant_columns_have_no_rhat_in_the_kernels(monkeypatch, all_rhat):
+    """A column whose draws are all equal (an observation the parameters do not touch) has
+    no R-hat (arviz: NaN) and no stuck chain (every chain is still), in the numba kernels as
+    in numpy; it used to raise inside the compiled kernel (0 / 0).  A column with one
+    constant chain among moving ones is a stuck chain."""
+    from loo_adapt.core import ess
+
+    monkeypatch.setattr(cv, "use_numba", lambda *a: True)
+    monkeypatch.setattr(ess, "use_numba", lambda *a: True)
+    x = np.random.default_rng(8).normal(size=(4, 48, 4))
+    x[:, :, 1] = 5.0
+    x[:, :, 3] = np.round(x[:, :, 3])
+    x[2, :, 3] = 0.0
+    want = np.array([az.rhat(x[:, :, j], method="rank") for j in range(4)])
+    assert np.isnan(want[1])
+    bad, rhat = cv.disagreeing_columns(x, all_rhat=all_rhat)
+    stuck = np.array([False, False, False, True])
+    assert bad.tolist() == ((want > 1.01) | stuck).tolist() and np.isnan(rhat[1])
+    r_eff, bad1, rhat1 = cv.relative_eff_and_disagreement(x)
+    assert bad1.tolist() == bad.tolist() and np.isnan(rhat1[1]) and r_eff[1] == 1.0
+    if all_rhat:
+        np.testing.assert_allclose(rhat[[0, 2, 3]], want[[0, 2, 3]], rtol=1e-12)
+
+
 def test_one_chain_has_no_rhat():
     bad, rhat = cv.disagreeing_columns(np.random.default_rng(0).normal(size=(1, 100, 3)))
     assert not bad.any() and np.isnan(rhat).all()
