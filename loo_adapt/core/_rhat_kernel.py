@@ -38,8 +38,9 @@ def _scores_of_sorted(sv, order, table, z):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def _rhat_of(z, n_chains, n_half):  # pragma: no cover - compiled
-    """Split R-hat of scores ``z`` (n_chains x n_half, chain-major); NaN when no chain moves
-    (within-chain variance 0: arviz's 0 / 0)."""
+    """Split R-hat of scores ``z`` (n_chains x n_half, chain-major); when no chain moves
+    (within-chain variance 0) inf if the chains sit at different values, else NaN (arviz's
+    x / 0 and 0 / 0)."""
     means = np.zeros(n_chains)
     for c in range(n_chains):
         acc = 0.0
@@ -59,8 +60,8 @@ def _rhat_of(z, n_chains, n_half):  # pragma: no cover - compiled
     for c in range(n_chains):
         between += (means[c] - grand) ** 2
     between = n_half * between / (n_chains - 1)
-    if not within > 0.0:
-        return np.nan
+    if not within > 0.0:  # no chain moves: chains at different values disagree
+        return np.inf if between > 0.0 else np.nan
     return np.sqrt((between / within + n_half - 1) / n_half)
 
 

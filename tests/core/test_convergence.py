@@ -96,23 +96,31 @@ def test_screen_flags_the_same_columns_as_arviz(monkeypatch):
 def test_constant_columns_have_no_rhat_in_the_kernels(monkeypatch, all_rhat):
     """A column whose draws are all equal (an observation the parameters do not touch) has
     no R-hat (arviz: NaN) and no stuck chain (every chain is still), in the numba kernels as
-    in numpy; it used to raise inside the compiled kernel (0 / 0).  A column with one
-    constant chain among moving ones is a stuck chain."""
+    in numpy; it used to raise inside the compiled kernel (0 / 0).  Chains each still at a
+    different value disagree (arviz: R-hat inf); one constant chain among moving ones is a
+    stuck chain."""
     from loo_adapt.core import ess
 
     monkeypatch.setattr(cv, "use_numba", lambda *a: True)
     monkeypatch.setattr(ess, "use_numba", lambda *a: True)
-    x = np.random.default_rng(8).normal(size=(4, 48, 4))
+    x = np.random.default_rng(8).normal(size=(4, 48, 5))
     x[:, :, 1] = 5.0
     x[:, :, 3] = np.round(x[:, :, 3])
     x[2, :, 3] = 0.0
-    want = np.array([az.rhat(x[:, :, j], method="rank") for j in range(4)])
+    x[:, :, 4] = np.array([-0.2, 0.0, 0.0, -0.0])[:, None]  # every chain still, apart
+    want = np.array([az.rhat(x[:, :, j], method="rank") for j in range(5)])
     assert np.isnan(want[1])
+    # column 4: between-chain variance > 0 over within 0 is inf (arviz gives inf with 3
+    # chains and NaN with 4, from max(NaN, inf) in its bulk / tail maximum; disagreeing
+    # chains must be flagged either way)
+    want[4] = np.inf
     bad, rhat = cv.disagreeing_columns(x, all_rhat=all_rhat)
-    stuck = np.array([False, False, False, True])
-    assert bad.tolist() == ((want > 1.01) | stuck).tolist() and np.isnan(rhat[1])
+    stuck = np.array([False, False, False, True, False])
+    assert bad.tolist() == ((want > 1.01) | stuck).tolist() and bad[4]
+    assert np.isnan(rhat[1]) and rhat[4] > 1e6  # inf, or x / (rounding error of 0)
     r_eff, bad1, rhat1 = cv.relative_eff_and_disagreement(x)
-    assert bad1.tolist() == bad.tolist() and np.isnan(rhat1[1]) and r_eff[1] == 1.0
+    assert bad1.tolist() == bad.tolist() and np.isnan(rhat1[1]) and rhat1[4] > 1e6
+    assert r_eff[1] == 1.0
     if all_rhat:
         np.testing.assert_allclose(rhat[[0, 2, 3]], want[[0, 2, 3]], rtol=1e-12)
 
