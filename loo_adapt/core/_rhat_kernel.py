@@ -244,11 +244,28 @@ def _screen_column(x, lo, hi, k, h, table, ratio, bidx, count, glo, ghi, msq,
 
 
 
+def screen_ratio(n_half: int, max_rhat: float) -> float:
+    """The largest between / within variance ratio of split chains of ``n_half`` draws whose
+    R-hat is at most ``max_rhat``: R-hat^2 = (B / W + h - 1) / h."""
+    return n_half * (max_rhat ** 2 - 1.0) + 1.0
+
+
 @njit(cache=True)
-def _rhat_column(x, lo, hi, n_chains, h, table, ratio, bidx, count, glo, ghi, msq,
-                 mid):  # pragma: no cover - compiled
+def _screen_scratch(n):  # pragma: no cover - compiled
+    """Scratch arrays of `_rhat_column` for columns of ``n`` split draws (one set per
+    thread's share of columns): bucket indices, bucket counts, score bounds, mid draws
+    (empty for ``n`` = 0: a caller that runs no R-hat)."""
+    nb = _SCREEN_BUCKETS if n > 0 else 0
+    return (np.empty(n, np.int64), np.empty(nb, np.int64), np.empty(nb), np.empty(nb),
+            np.empty(nb), np.empty(n + 1))
+
+
+@njit(cache=True)
+def _rhat_column(x, lo, hi, n_chains, h, table, ratio, scratch):  # pragma: no cover
     """Rank R-hat of one split column ``x`` (2 n_chains x h, no -0.0, ``lo`` <= values <=
-    ``hi``); with ``ratio`` > 0, NaN where the screen shows it at most the threshold."""
+    ``hi``); with ``ratio`` > 0, NaN where the screen shows it at most the threshold.
+    ``scratch``: `_screen_scratch` of the column's length."""
+    bidx, count, glo, ghi, msq, mid = scratch
     if ratio > 0.0 and _screen_column(x, lo, hi, 2 * n_chains, h, table, ratio, bidx, count,
                                       glo, ghi, msq, mid):
         return np.nan

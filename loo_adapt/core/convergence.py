@@ -35,9 +35,10 @@ from scipy.special import ndtri
 
 from loo_adapt.core._compiled import use_numba
 from loo_adapt.core._rhat_kernel import (
-    _SCREEN_BUCKETS,
     _rhat_column,
     _score_table,
+    _screen_scratch,
+    screen_ratio,
 )
 from loo_adapt.core.ess import _geyer_ess_numpy
 
@@ -245,19 +246,13 @@ def _rhat_stuck_kernel(a, table, rhat, stuck, ratio):  # pragma: no cover - comp
     n = 2 * n_chains * h
     tile = 32
     n_tiles = (n_cols + tile - 1) // tile
-    nb = _SCREEN_BUCKETS
     for b in prange(n_tiles):
         j0 = b * tile
         m = min(tile, n_cols - j0)
         buf = np.empty((m, n))
         lo = np.empty((n_chains, m))
         hi = np.empty((n_chains, m))
-        bidx = np.empty(n, np.int64)
-        count = np.empty(nb, np.int64)
-        glo = np.empty(nb)
-        ghi = np.empty(nb)
-        msq = np.empty(nb)
-        mid = np.empty(n + 1)
+        scratch = _screen_scratch(n)
         for c in range(n_chains):
             for q in range(m):
                 lo[c, q] = a[c, 0, j0 + q]
@@ -282,7 +277,7 @@ def _rhat_stuck_kernel(a, table, rhat, stuck, ratio):  # pragma: no cover - comp
                     n_fixed += 1
             stuck[j0 + q] = 0 < n_fixed < n_chains
             rhat[j0 + q] = _rhat_column(buf[q], lo[:, q].min(), hi[:, q].max(), n_chains, h,
-                                        table, ratio, bidx, count, glo, ghi, msq, mid)
+                                        table, ratio, scratch)
 
 
 def _rhat_stuck(a: np.ndarray, screen_at: float | None = None
@@ -294,7 +289,7 @@ def _rhat_stuck(a: np.ndarray, screen_at: float | None = None
     if use_numba(_rhat_stuck_kernel, c * d * n):
         rhat, stuck = np.empty(n), np.zeros(n, dtype=np.bool_)
         h = d // 2
-        ratio = -1.0 if screen_at is None else h * (screen_at ** 2 - 1.0) + 1.0
+        ratio = -1.0 if screen_at is None else screen_ratio(h, screen_at)
         with np.errstate(invalid="ignore", divide="ignore"):
             _rhat_stuck_kernel(a, _score_table(2 * c * h), rhat, stuck, ratio)
     else:

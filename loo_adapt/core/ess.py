@@ -42,7 +42,12 @@ import numpy as np
 from numba import njit, prange
 
 from loo_adapt.core._compiled import use_numba
-from loo_adapt.core._rhat_kernel import _SCREEN_BUCKETS, _rhat_column, _score_table
+from loo_adapt.core._rhat_kernel import (
+    _rhat_column,
+    _score_table,
+    _screen_scratch,
+    screen_ratio,
+)
 from loo_adapt.core._vmath import exp_clamped
 
 __all__ = ["ess_bulk", "ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff",
@@ -289,8 +294,8 @@ def _ess_direct_col(y, n_chains, n_draws, scale, max_lag):
 
 
 @njit(cache=True, error_model="numpy")
-def _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, bidx, count, glo, ghi,
-                 msq, mid, rhat, stuck, j):  # pragma: no cover - compiled
+def _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, scratch, rhat, stuck,
+                 j):  # pragma: no cover - compiled
     """rhat[j], stuck[j] of one chain-major column ``row`` (see `_ess_direct_block`)."""
     n_fixed = 0
     for ch in range(n_chains):
@@ -310,8 +315,7 @@ def _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, bidx, co
         split = sbuf
     # a column with -inf draws is not screened (the screen's levels assume finite values)
     r = ratio if lo > -np.inf else -1.0
-    rhat[j] = _rhat_column(split, lo, hi, n_chains, h, table, r, bidx, count, glo, ghi, msq,
-                           mid)
+    rhat[j] = _rhat_column(split, lo, hi, n_chains, h, table, r, scratch)
 
 
 @njit(cache=True, error_model="numpy")
@@ -337,15 +341,9 @@ def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status, ratio, table,
                     dst[t] = src[t] + 0.0  # -0.0 -> 0.0 (the R-hat screen's buckets)
     check = rhat.shape[0] > 0
     h = n_draws // 2
-    nb = _SCREEN_BUCKETS if check else 0
     n_split = 2 * n_chains * h if check else 0
     sbuf = np.empty(n_split if n_draws % 2 == 1 else 0)
-    bidx = np.empty(n_split, np.int64)
-    count = np.empty(nb, np.int64)
-    glo = np.empty(nb)
-    ghi = np.empty(nb)
-    msq = np.empty(nb)
-    mid = np.empty(n_split + 1)
+    scratch = _screen_scratch(n_split)
     for k in range(w):
         j = j0 + k
         row = buf[k]
@@ -375,8 +373,8 @@ def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status, ratio, table,
                 stuck[j] = False
             continue
         if check:
-            _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, bidx, count,
-                         glo, ghi, msq, mid, rhat, stuck, j)
+            _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, scratch, rhat,
+                         stuck, j)
         if hi == lo:
             # a constant likelihood gives constant ratios: no MCMC error (R: 0 / 0)
             out[j] = s
@@ -417,7 +415,7 @@ def _ess_fast(a: np.ndarray, log: bool, rhat_at: float | None = None):
     block = max(1, min(_COLS, -(-n_cols // max(1, numba.get_num_threads()))))
     h = n_draws // 2
     check = rhat_at is not None
-    ratio = h * (rhat_at ** 2 - 1.0) + 1.0 if check else -1.0
+    ratio = screen_ratio(h, rhat_at) if check else -1.0
     table = _score_table(2 * n_chains * h) if check else np.empty(0)
     rhat = np.empty(n_cols if check else 0)
     stuck = np.zeros(n_cols if check else 0, dtype=np.bool_)
