@@ -372,20 +372,27 @@ class Context:
                              weights=self.weights)
 
     @cached_property
-    def _mcmc_checks(self):
-        """(r_eff, bad, R-hat) of the log-likelihood of MCMC draws with several chains, from
-        one pass over the draws (`loo_adapt.core.convergence.relative_eff_and_disagreement`),
-        or None (approximate draws, one chain, fewer than 4 draws per chain, or a
-        log-likelihood the separate calls must report on)."""
+    def _chain_log_lik(self):
+        """The (chains, draws, n) log-likelihood when its chains can be compared (MCMC
+        draws, at least 2 chains of 4 draws), else None."""
         draws = self.draws
         if (draws is None or getattr(draws, "is_approximate", False)
                 or draws.n_chains < 2 or draws.n_draws < 4):
             return None
+        ll = draws.log_lik(self.var_name)
+        return ll.reshape(ll.shape[0], ll.shape[1], -1)
+
+    @cached_property
+    def _mcmc_checks(self):
+        """(r_eff, bad, R-hat) of `_chain_log_lik` from one pass over the draws
+        (`loo_adapt.core.convergence.relative_eff_and_disagreement`), or None (no chains to
+        compare, or a log-likelihood the separate calls must report on)."""
+        if self._chain_log_lik is None:
+            return None
         from loo_adapt.core.convergence import relative_eff_and_disagreement
 
-        ll = self.draws.log_lik(self.var_name)
         try:
-            return relative_eff_and_disagreement(ll.reshape(ll.shape[0], ll.shape[1], -1))
+            return relative_eff_and_disagreement(self._chain_log_lik)
         except ValueError:  # the separate calls raise what the user should see
             return None
 
@@ -427,15 +434,11 @@ class Context:
         checks = self._mcmc_checks
         if checks is not None:
             return np.flatnonzero(checks[1]), checks[2]
-        draws = self.draws
-        if (draws is None or getattr(draws, "is_approximate", False)
-                or draws.n_chains < 2 or draws.n_draws < 4):
+        if self._chain_log_lik is None:
             return None
         from loo_adapt.core.convergence import disagreeing_columns
 
-        ll = self.draws.log_lik(self.var_name)
-        bad, rhat = disagreeing_columns(ll.reshape(ll.shape[0], ll.shape[1], -1),
-                                        all_rhat=False)
+        bad, rhat = disagreeing_columns(self._chain_log_lik, all_rhat=False)
         return np.flatnonzero(bad), rhat
 
     def need_program(self, what: str):
