@@ -30,7 +30,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from loo_adapt.core._sort import _insertion_sort, _sorted_order
+from loo_adapt.core._sort import _insertion_sort, _sort_pairs_bucketed, _sorted_order
 from loo_adapt.core._status import (  # the kernels' shared status codes
     _ALL_NEG_INF,
     _BAD,
@@ -140,11 +140,21 @@ def _max(v):
     return mx
 
 
+@njit(cache=True, error_model="numpy", fastmath={"nnan", "nsz", "reassoc"})
+def _min(v):
+    """Minimum of ``v`` (no NaN: callers check first), vectorised; +inf for all +inf."""
+    mn = math.inf
+    for s in range(v.shape[0]):
+        mn = min(mn, v[s])
+    return mn
+
+
 @njit(cache=True, error_model="numpy")
-def _psis_column(lr, tail_len, work, vals, idx, sv, sidx):
+def _psis_column(lr, tail_len, work, vals, idx, sv, sidx, cnt):
     """Smooth one observation's log ratios ``lr`` (contiguous, checked finite or -inf, max
     finite) in place into unnormalised log weights; returns (khat, status, max of the
-    result, t), the smoothed draws being ``idx[t:t + tail_len]`` when status is _OK.
+    result, t), the smoothed draws being ``idx[t:t + tail_len]``, their raw values
+    ``sv[:tail_len]``, when status is _OK.
 
     Port of R loo ``do_psis_i`` + ``posterior::ps_tail(are_log_weights=TRUE)``.  ``lr``
     keeps the raw log ratios where no smoothing is possible.
@@ -174,29 +184,30 @@ def _psis_column(lr, tail_len, work, vals, idx, sv, sidx):
         work[i] = lr[idx[i]] - mx
     c = _kth_largest(work, n_cand, n_top, vals)
     n_sel = 0
-    for i in range(n_cand):
+    for i in range(n_cand):  # branch-free: write every candidate, advance past those kept
         s = idx[i]
         xs = lr[s] - mx
-        if xs >= c:
-            vals[n_sel] = xs
-            idx[n_sel] = s  # n_sel <= i: overwrites only candidates already read
-            n_sel += 1
-    # sort the selected (value, draw) pairs: a stable radix argsort (the draws were selected
-    # in ascending order), then ascending draws within runs of equal values (-0.0 and 0.0)
-    order = _sorted_order(vals[:n_sel], sv)
-    for q in range(n_sel):
-        sidx[q] = idx[order[q]]
+        vals[n_sel] = xs
+        idx[n_sel] = s  # n_sel <= i: overwrites only candidates already read
+        n_sel += 1 if xs >= c else 0
+    # sort the selected (value, draw) pairs stably (the draws were selected in ascending
+    # order): by buckets over [c, 0] where the values spread evenly enough, else a radix
+    # argsort followed by ascending draws within runs of equal values (-0.0 and 0.0)
+    if not _sort_pairs_bucketed(vals, idx, n_sel, c, 0.0, sv, sidx, cnt):
+        order = _sorted_order(vals[:n_sel], sv)
+        for q in range(n_sel):
+            sidx[q] = idx[order[q]]
+        i = 0
+        while i < n_sel:
+            j = i + 1
+            while j < n_sel and sv[j] == sv[i]:
+                j += 1
+            if j > i + 1:
+                _insertion_sort(sidx, i, j)
+            i = j
     for q in range(n_sel):
         vals[q] = sv[q]
         idx[q] = sidx[q]
-    i = 0
-    while i < n_sel:
-        j = i + 1
-        while j < n_sel and vals[j] == vals[i]:
-            j += 1
-        if j > i + 1:
-            _insertion_sort(idx, i, j)
-        i = j
     base = n_sel - n_top  # vals[base] is the cutoff, vals[base + 1:] the tail, ascending
     tail_lo = vals[base + 1]
     tail_hi = vals[n_sel - 1]
@@ -224,7 +235,9 @@ def _psis_column(lr, tail_len, work, vals, idx, sv, sidx):
     _smooth_tail(tail, k, sigma, exp_cutoff, tail_hi)
     for j in range(tail_len):
         v = tail[j] + mx
-        lr[idx[base + 1 + j]] = v
+        s = idx[base + 1 + j]
+        sv[j] = lr[s]  # the raw value, for the caller
+        lr[s] = v
         m2 = max(m2, v)
     return k, _OK, m2, base + 1
 
@@ -264,6 +277,17 @@ def _smooth_tail(tail, k, sigma, exp_cutoff, tail_hi):
         tail[j] = tail_hi if v > tail_hi else v
 
 
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def _lpd_of_ratios(lr, e):
+    """log mean exp(-lr) of log ratios ``lr`` = -log_lik (finite; ``e`` scratch), the same
+    numbers as log mean exp(log_lik) shifted by its maximum."""
+    n = lr.shape[0]
+    mn = _min(lr)
+    for s in range(n):
+        e[s] = exp_clamped(mn - lr[s])  # = log_lik - max log_lik, exactly
+    return -mn + math.log(_sum(e, n)) - math.log(n)
+
+
 @njit(cache=True, error_model="numpy")
 def _check_column(col, loo):
     """Status of a column: _BAD (NaN or +inf; any non-finite value for a log-likelihood),
@@ -289,45 +313,54 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
     buffer, so that each observation's draws are contiguous while ``a`` is read row-wise;
     the scratch space is allocated once for all the blocks (one thread's share)."""
     s_draws, n_obs = a.shape
+    zero_corr = True
+    for s in range(corr.shape[0]):
+        zero_corr = zero_corr and corr[s] == 0.0
+    # the log-likelihood is kept beside the log ratios only when they are not its negative
+    keep_ll = loo and not (zero_corr and lpd_off.shape[0] == 0)
     buf = np.empty((block, s_draws))
-    ll = np.empty((block if loo else 0, s_draws))
+    ll = np.empty((block if keep_ll else 0, s_draws))
     work = np.empty(s_draws)
     vals = np.empty(s_draws)
     idx = np.empty(s_draws, dtype=np.int64)
     sv = np.empty(s_draws)
     sidx = np.empty(s_draws, dtype=np.int64)
+    cnt = np.empty(s_draws + 1, dtype=np.int64)
     e1 = np.empty(s_draws)
     e2 = np.empty(s_draws)
     v = np.empty(s_draws)
     lse_col = np.empty(block)
-    zero_corr = True
-    for s in range(corr.shape[0]):
-        zero_corr = zero_corr and corr[s] == 0.0
     for b in range(b0, b1):
         j0 = b * block
         _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
                     normalize, write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse,
-                    out_neff, zero_corr, buf, ll, work, vals, idx, sv, sidx, e1, e2, v, lse_col)
+                    out_neff, zero_corr, buf, ll, work, vals, idx, sv, sidx, cnt, e1, e2, v,
+                    lse_col)
 
 
 @njit(cache=True, error_model="numpy")
 def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
                 status, out_elpd, out_lpd, out_mcse, out_neff, zero_corr, buf, ll, work, vals,
-                idx, sv, sidx, e1, e2, v, lse_col):
+                idx, sv, sidx, cnt, e1, e2, v, lse_col):
     """Columns j0:j1 (see ``_psis_blocks``; ``zero_corr``: ``corr`` is 0 for every draw;
     the rest are scratch arrays)."""
     s_draws = a.shape[0]
     width = j1 - j0
+    keep_ll = ll.shape[0] > 0
     # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
     # transposed, instead of one cache/TLB miss per row per column
     for s0 in range(0, s_draws, _TILE):
         s1 = min(s0 + _TILE, s_draws)
-        if loo:
+        if keep_ll:
             for j in range(width):
                 for s in range(s0, s1):
                     x = a[s, j0 + j]
                     ll[j, s] = x
                     buf[j, s] = corr[s] - x
+        elif loo:  # log ratios -log_lik (0 - x, as above); log_lik is -buf
+            for j in range(width):
+                for s in range(s0, s1):
+                    buf[j, s] = 0.0 - a[s, j0 + j]
         else:
             for j in range(width):
                 for s in range(s0, s1):
@@ -335,7 +368,8 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
     for j in range(width):
         lse_col[j] = 0.0
     for j in range(width):
-        col = ll[j] if loo else buf[j]
+        # with loo, a log ratio 0 - x is finite exactly where x is
+        col = ll[j] if keep_ll else buf[j]
         st = _check_column(col, loo)
         if st != _OK:
             status[j0 + j] = st
@@ -344,7 +378,9 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
                 out_neff[j0 + j] = math.nan
             continue
         out = buf[j]  # smoothed in place
-        k, st, m2, t0 = _psis_column(out, tail_len[j0 + j], work, vals, idx, sv, sidx)
+        if loo and not keep_ll:  # log mean exp(log_lik) = log mean exp(-out), before smoothing
+            out_lpd[j0 + j] = _lpd_of_ratios(out, e2)
+        k, st, m2, t0 = _psis_column(out, tail_len[j0 + j], work, vals, idx, sv, sidx, cnt)
         out_k[j0 + j] = k
         status[j0 + j] = st
         if not (normalize or loo):
@@ -352,7 +388,7 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
         lse = _log_sum_exp(out, m2, e1)  # e1 = exp(out - m2)
         lse_col[j] = lse if normalize else 0.0
         if loo:
-            lc = ll[j]
+            lc = ll[j] if keep_ll else out  # out: a placeholder, not read below
             if zero_corr:
                 # v = log_lik + normalised log weight is -lse wherever the weight is the raw
                 # ratio exp(-log_lik): only the smoothed tail needs an exp
@@ -360,7 +396,9 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
                 vmax = -lse
                 for i in range(n_sm):
                     s = idx[t0 + i]
-                    vt = lc[s] + (out[s] - lse)
+                    # log_lik: kept, or minus the raw log ratio (sv, from _psis_column)
+                    lls = lc[s] if keep_ll else -sv[i]
+                    vt = lls + (out[s] - lse)
                     work[i] = vt
                     vmax = max(vmax, vt)
                 for i in range(n_sm):
@@ -388,6 +426,8 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
             for s in range(s_draws):
                 v[s] = e1[s] * e1[s]
             out_neff[j0 + j] = r_eff[j0 + j] / (_sum(v, s_draws) * cb * cb)
+            if not keep_ll:  # lpd: before the smoothing, above
+                continue
             if lpd_off.shape[0] > 0:  # log sum_s exp(ll_s + off_s)
                 for s in range(s_draws):
                     v[s] = lc[s] + lpd_off[s]

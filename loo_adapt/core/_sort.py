@@ -85,3 +85,39 @@ def _sorted_order(vals, sv):
         k = keys[q]
         su[q] = k ^ top if k & top else ~k
     return idx
+
+
+#: largest bucket `_sort_pairs_bucketed` accepts (its insertion sort costs ~size^2 / 4)
+_BUCKET_MAX = 48
+
+
+@njit(cache=True, error_model="numpy")
+def _sort_pairs_bucketed(vals, idx, n, lo, hi, sv, sidx, count):
+    """Sort the pairs ``(vals[:n], idx[:n])`` by value, stably, into ``sv[:n]`` / ``sidx[:n]``;
+    ``lo`` <= every value <= ``hi``, both finite, ``count`` scratch of at least n + 1.  One
+    bucket per pair over [lo, hi] (a monotone map, so buckets keep the values' order), a
+    stable scatter and an insertion sort that moves values only within their bucket.
+    Returns False, leaving the output undefined, when the values are too unevenly spread
+    (a bucket of more than `_BUCKET_MAX`) or the range is empty: the caller sorts otherwise."""
+    if not (hi > lo and hi - lo < np.inf):
+        return False
+    scale = n / (hi - lo)
+    top = n - 1
+    count[:n + 1] = 0
+    for i in range(n):
+        b = min(np.int64((vals[i] - lo) * scale), top)
+        count[b + 1] += 1
+    big = 0
+    for b in range(n):
+        big = max(big, count[b + 1])
+        count[b + 1] += count[b]
+    if big > _BUCKET_MAX:
+        return False
+    for i in range(n):
+        b = min(np.int64((vals[i] - lo) * scale), top)
+        pos = count[b]
+        sv[pos] = vals[i]
+        sidx[pos] = idx[i]
+        count[b] = pos + 1
+    _insertion_sort_pairs(sv, sidx, 0, n)
+    return True

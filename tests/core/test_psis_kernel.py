@@ -130,6 +130,37 @@ def test_kth_largest_matches_a_full_sort(n):
             assert psis._kth_largest(work, n, k, tmp) == ref[n - k], (k, v[:5])
 
 
+def test_bucketed_pair_sort_is_a_stable_sort_or_declines():
+    """The tail's bucket sort against numpy's stable argsort: spread values, ties (draws in
+    input order), -0.0 beside 0.0, a value at each end of the range; it declines (returns
+    False) for values bunched into one bucket and for an empty or infinite range."""
+    from loo_adapt.core._sort import _BUCKET_MAX, _sort_pairs_bucketed
+
+    rng = np.random.default_rng(8)
+    spread = -rng.exponential(0.3, size=425)
+    tied = np.round(-rng.exponential(0.3, size=425), 1)
+    zeros = np.concatenate([-np.zeros(3), np.zeros(3), -rng.uniform(0, 1, size=200)])
+    for v in (spread, tied, zeros):
+        lo = v.min()
+        n = v.size
+        idx = np.arange(n) * 3 + 1  # ascending draw numbers
+        sv, sidx = np.empty(n), np.empty(n, np.int64)
+        cnt = np.empty(n + 1, np.int64)
+        if not _sort_pairs_bucketed(v, idx, n, lo, 0.0, sv, sidx, cnt):
+            assert v is tied  # bunched: 0.1-wide ties hold more than a bucket's share
+            continue
+        order = np.argsort(v, kind="stable")
+        np.testing.assert_array_equal(sidx, idx[order])
+        np.testing.assert_array_equal(sv, v[order])
+    bunched = np.concatenate([np.full(_BUCKET_MAX + 1, -0.5), [-1.0, 0.0]])
+    n = bunched.size
+    args = (np.arange(n), n)
+    scratch = (np.empty(n), np.empty(n, np.int64), np.empty(n + 1, np.int64))
+    assert not _sort_pairs_bucketed(bunched, *args, -1.0, 0.0, *scratch)
+    assert not _sort_pairs_bucketed(np.zeros(n), *args, 0.0, 0.0, *scratch)
+    assert not _sort_pairs_bucketed(bunched, *args, -np.inf, 0.0, *scratch)
+
+
 @pytest.mark.parametrize("k", [0.0, 1e-9, -0.4, 0.3, 0.9, 2.5, 400.0, -300.0])
 def test_smoothed_tail_against_the_quantile_formula(k):
     """Vectorised (and, for extreme k, libm) smoothing against numpy's libm formula."""
