@@ -140,19 +140,10 @@ def _max(v):
     return mx
 
 
-@njit(cache=True, error_model="numpy", fastmath={"nnan", "nsz", "reassoc"})
-def _min(v):
-    """Minimum of ``v`` (no NaN: callers check first), vectorised; +inf for all +inf."""
-    mn = math.inf
-    for s in range(v.shape[0]):
-        mn = min(mn, v[s])
-    return mn
-
-
 @njit(cache=True, error_model="numpy")
-def _psis_column(lr, tail_len, work, vals, idx, sv, sidx, cnt):
-    """Smooth one observation's log ratios ``lr`` (contiguous, checked finite or -inf, max
-    finite) in place into unnormalised log weights; returns (khat, status, max of the
+def _psis_column(lr, mx, tail_len, work, vals, idx, sv, sidx, cnt):
+    """Smooth one observation's log ratios ``lr`` (contiguous, checked finite or -inf, their
+    maximum ``mx`` finite) in place into unnormalised log weights; returns (khat, status, max of the
     result, t), the smoothed draws being ``idx[t:t + tail_len]``, their raw values
     ``sv[:tail_len]``, when status is _OK.
 
@@ -160,7 +151,6 @@ def _psis_column(lr, tail_len, work, vals, idx, sv, sidx, cnt):
     keeps the raw log ratios where no smoothing is possible.
     """
     s_draws = lr.shape[0]
-    mx = _max(lr)
     if tail_len < 5:
         return math.inf, _SHORT_TAIL, mx, 0
     n_top = tail_len + 1  # the tail and the cutoff below it
@@ -278,29 +268,23 @@ def _smooth_tail(tail, k, sigma, exp_cutoff, tail_hi):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _lpd_of_ratios(lr, e):
-    """log mean exp(-lr) of log ratios ``lr`` = -log_lik (finite; ``e`` scratch), the same
-    numbers as log mean exp(log_lik) shifted by its maximum."""
+def _lpd_of_ratios(lr, mn, e):
+    """log mean exp(-lr) of log ratios ``lr`` = -log_lik (finite, smallest ``mn``; ``e``
+    scratch), the same numbers as log mean exp(log_lik) shifted by its maximum."""
     n = lr.shape[0]
-    mn = _min(lr)
     for s in range(n):
         e[s] = exp_clamped(mn - lr[s])  # = log_lik - max log_lik, exactly
     return -mn + math.log(_sum(e, n)) - math.log(n)
 
 
 @njit(cache=True, error_model="numpy")
-def _check_column(col, loo):
-    """Status of a column: _BAD (NaN or +inf; any non-finite value for a log-likelihood),
-    _ALL_NEG_INF (log ratios -inf for every draw), else _OK."""
-    n_bad = 0
-    n_ninf = 0
-    for s in range(col.shape[0]):
-        v = col[s]
-        n_bad += 0 if v < math.inf else 1  # NaN and +inf
-        n_ninf += 1 if v == -math.inf else 0
+def _column_status(n_bad, n_ninf, n, loo):
+    """Status of a column of ``n`` input values, ``n_bad`` of them NaN or +inf, ``n_ninf``
+    -inf: _BAD (NaN or +inf; any non-finite value for a log-likelihood), _ALL_NEG_INF (log
+    ratios -inf for every draw), else _OK."""
     if n_bad > 0 or (loo and n_ninf > 0):
         return _BAD
-    if n_ninf == col.shape[0]:
+    if n_ninf == n:
         return _ALL_NEG_INF
     return _OK
 
@@ -330,47 +314,62 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
     e2 = np.empty(s_draws)
     v = np.empty(s_draws)
     lse_col = np.empty(block)
+    stats = np.empty((4, block))
     for b in range(b0, b1):
         j0 = b * block
         _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
                     normalize, write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse,
                     out_neff, zero_corr, buf, ll, work, vals, idx, sv, sidx, cnt, e1, e2, v,
-                    lse_col)
+                    lse_col, stats)
 
 
 @njit(cache=True, error_model="numpy")
 def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
                 status, out_elpd, out_lpd, out_mcse, out_neff, zero_corr, buf, ll, work, vals,
-                idx, sv, sidx, cnt, e1, e2, v, lse_col):
+                idx, sv, sidx, cnt, e1, e2, v, lse_col, stats):
     """Columns j0:j1 (see ``_psis_blocks``; ``zero_corr``: ``corr`` is 0 for every draw;
-    the rest are scratch arrays)."""
+    the rest are scratch arrays).  The transposition also takes each input column's
+    smallest and largest value and counts its NaN / +inf and -inf (``stats``), so that the
+    checks and the maximum the smoothing shifts by cost no pass of their own."""
     s_draws = a.shape[0]
     width = j1 - j0
     keep_ll = ll.shape[0] > 0
+    lo, hi, n_bad, n_ninf = stats[0], stats[1], stats[2], stats[3]
+    for j in range(width):
+        lo[j] = math.inf
+        hi[j] = -math.inf
+        n_bad[j] = 0.0
+        n_ninf[j] = 0.0
     # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
     # transposed, instead of one cache/TLB miss per row per column
     for s0 in range(0, s_draws, _TILE):
         s1 = min(s0 + _TILE, s_draws)
-        if keep_ll:
-            for j in range(width):
-                for s in range(s0, s1):
-                    x = a[s, j0 + j]
+        for j in range(width):
+            c_lo = lo[j]
+            c_hi = hi[j]
+            c_bad = n_bad[j]
+            c_ninf = n_ninf[j]
+            for s in range(s0, s1):
+                x = a[s, j0 + j]
+                if keep_ll:
                     ll[j, s] = x
                     buf[j, s] = corr[s] - x
-        elif loo:  # log ratios -log_lik (0 - x, as above); log_lik is -buf
-            for j in range(width):
-                for s in range(s0, s1):
-                    buf[j, s] = 0.0 - a[s, j0 + j]
-        else:
-            for j in range(width):
-                for s in range(s0, s1):
-                    buf[j, s] = a[s, j0 + j]
+                elif loo:  # log ratios -log_lik (0 - x, as above); log_lik is -buf
+                    buf[j, s] = 0.0 - x
+                else:
+                    buf[j, s] = x
+                c_lo = min(c_lo, x)
+                c_hi = max(c_hi, x)
+                c_bad += 0.0 if x < math.inf else 1.0  # NaN and +inf
+                c_ninf += 1.0 if x == -math.inf else 0.0
+            lo[j] = c_lo
+            hi[j] = c_hi
+            n_bad[j] = c_bad
+            n_ninf[j] = c_ninf
     for j in range(width):
         lse_col[j] = 0.0
     for j in range(width):
-        # with loo, a log ratio 0 - x is finite exactly where x is
-        col = ll[j] if keep_ll else buf[j]
-        st = _check_column(col, loo)
+        st = _column_status(n_bad[j], n_ninf[j], s_draws, loo)
         if st != _OK:
             status[j0 + j] = st
             out_k[j0 + j] = math.nan
@@ -378,9 +377,17 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
                 out_neff[j0 + j] = math.nan
             continue
         out = buf[j]  # smoothed in place
+        # the largest log ratio: from the input's extremes, exactly (0 - x is monotone)
+        if keep_ll:
+            mx = _max(out)
+        elif loo:
+            mx = 0.0 - lo[j]
+        else:
+            mx = hi[j]
         if loo and not keep_ll:  # log mean exp(log_lik) = log mean exp(-out), before smoothing
-            out_lpd[j0 + j] = _lpd_of_ratios(out, e2)
-        k, st, m2, t0 = _psis_column(out, tail_len[j0 + j], work, vals, idx, sv, sidx, cnt)
+            out_lpd[j0 + j] = _lpd_of_ratios(out, 0.0 - hi[j], e2)
+        k, st, m2, t0 = _psis_column(out, mx, tail_len[j0 + j], work, vals, idx, sv, sidx,
+                                     cnt)
         out_k[j0 + j] = k
         status[j0 + j] = st
         if not (normalize or loo):
