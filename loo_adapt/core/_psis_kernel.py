@@ -296,7 +296,8 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
     log-likelihoods with log ratios ``corr - a``.  Each block is copied transposed into a
     buffer, so that each observation's draws are contiguous while ``a`` is read row-wise;
     the scratch space is allocated once for all the blocks (one thread's share)."""
-    s_draws, n_obs = a.shape
+    s_draws = a.shape[0] * a.shape[1]
+    n_obs = a.shape[2]
     zero_corr = True
     for s in range(corr.shape[0]):
         zero_corr = zero_corr and corr[s] == 0.0
@@ -324,6 +325,36 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
 
 
 @njit(cache=True, error_model="numpy")
+def _transpose_tile(a, corr, loo, keep_ll, ch, t0, s0, s1, j0, width, buf, ll, lo, hi, n_bad,
+                    n_ninf):
+    """Draws s0:s1 (chain ``ch`` from draw ``t0``) of columns j0:j0 + width of the (chains,
+    draws, n) input into rows of ``buf`` (and ``ll``), updating each column's extremes and
+    counts of NaN / +inf and -inf."""
+    for j in range(width):
+        c_lo = lo[j]
+        c_hi = hi[j]
+        c_bad = n_bad[j]
+        c_ninf = n_ninf[j]
+        for s in range(s0, s1):
+            x = a[ch, t0 + s - s0, j0 + j]
+            if keep_ll:
+                ll[j, s] = x
+                buf[j, s] = corr[s] - x
+            elif loo:  # log ratios -log_lik (0 - x, as above); log_lik is -buf
+                buf[j, s] = 0.0 - x
+            else:
+                buf[j, s] = x
+            c_lo = min(c_lo, x)
+            c_hi = max(c_hi, x)
+            c_bad += 0.0 if x < math.inf else 1.0  # NaN and +inf
+            c_ninf += 1.0 if x == -math.inf else 0.0
+        lo[j] = c_lo
+        hi[j] = c_hi
+        n_bad[j] = c_bad
+        n_ninf[j] = c_ninf
+
+
+@njit(cache=True, error_model="numpy")
 def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
                 status, out_elpd, out_lpd, out_mcse, out_neff, zero_corr, buf, ll, work, vals,
                 idx, sv, sidx, cnt, e1, e2, v, lse_col, stats):
@@ -331,7 +362,8 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
     the rest are scratch arrays).  The transposition also takes each input column's
     smallest and largest value and counts its NaN / +inf and -inf (``stats``), so that the
     checks and the maximum the smoothing shifts by cost no pass of their own."""
-    s_draws = a.shape[0]
+    n_chains, n_per = a.shape[0], a.shape[1]
+    s_draws = n_chains * n_per
     width = j1 - j0
     keep_ll = ll.shape[0] > 0
     lo, hi, n_bad, n_ninf = stats[0], stats[1], stats[2], stats[3]
@@ -340,32 +372,13 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
         hi[j] = -math.inf
         n_bad[j] = 0.0
         n_ninf[j] = 0.0
-    # tiles of _TILE draws: a tile's rows of the block stay in cache while they are
-    # transposed, instead of one cache/TLB miss per row per column
-    for s0 in range(0, s_draws, _TILE):
-        s1 = min(s0 + _TILE, s_draws)
-        for j in range(width):
-            c_lo = lo[j]
-            c_hi = hi[j]
-            c_bad = n_bad[j]
-            c_ninf = n_ninf[j]
-            for s in range(s0, s1):
-                x = a[s, j0 + j]
-                if keep_ll:
-                    ll[j, s] = x
-                    buf[j, s] = corr[s] - x
-                elif loo:  # log ratios -log_lik (0 - x, as above); log_lik is -buf
-                    buf[j, s] = 0.0 - x
-                else:
-                    buf[j, s] = x
-                c_lo = min(c_lo, x)
-                c_hi = max(c_hi, x)
-                c_bad += 0.0 if x < math.inf else 1.0  # NaN and +inf
-                c_ninf += 1.0 if x == -math.inf else 0.0
-            lo[j] = c_lo
-            hi[j] = c_hi
-            n_bad[j] = c_bad
-            n_ninf[j] = c_ninf
+    # tiles of _TILE draws of a chain: a tile's rows of the block stay in cache while they
+    # are transposed, instead of one cache/TLB miss per row per column
+    for ch in range(n_chains):
+        for t0 in range(0, n_per, _TILE):
+            s0 = ch * n_per + t0
+            _transpose_tile(a, corr, loo, keep_ll, ch, t0, s0, s0 + min(_TILE, n_per - t0),
+                            j0, width, buf, ll, lo, hi, n_bad, n_ninf)
     for j in range(width):
         lse_col[j] = 0.0
     for j in range(width):
@@ -442,18 +455,20 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
             else:  # log mean exp(ll)
                 out_lpd[j0 + j] = _log_sum_exp(lc, _max(lc), e2) - math.log(s_draws)
     if write:  # transposed back through tiles, normalised on the way
-        for s0 in range(0, s_draws, _TILE):
-            s1 = min(s0 + _TILE, s_draws)
-            for j in range(width):
-                lse = lse_col[j]
-                for s in range(s0, s1):
-                    out_lw[s, j0 + j] = buf[j, s] - lse
+        for ch in range(n_chains):
+            for t0 in range(0, n_per, _TILE):
+                t1 = min(t0 + _TILE, n_per)
+                for j in range(width):
+                    lse = lse_col[j]
+                    row = buf[j, ch * n_per:(ch + 1) * n_per]
+                    for t in range(t0, t1):
+                        out_lw[ch, t, j0 + j] = row[t] - lse
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
 def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
                    out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff):
-    n_blocks = (a.shape[1] + block - 1) // block
+    n_blocks = (a.shape[2] + block - 1) // block
     for c in prange(n_chunks):  # a few chunks of whole blocks per thread
         _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block,
                      c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks, out_lw, out_k,
@@ -463,7 +478,7 @@ def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, blo
 @njit(cache=True, error_model="numpy")
 def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
                  out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff):
-    n_blocks = (a.shape[1] + block - 1) // block
+    n_blocks = (a.shape[2] + block - 1) // block
     _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, 0, n_blocks,
                  out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff)
 

@@ -221,12 +221,14 @@ def _engine(n_draws: int, n_obs: int) -> str:
 
 
 def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
-    """Run the kernel over the columns of the (S, n) array ``a`` (see ``_psis_block``);
-    ``engine`` "numba" / "numpy" / None (``_engine`` decides).
+    """Run the kernel over the columns of ``a``: (S, n), or (chains, draws, n) with draws
+    stacked chain-major, any strides (so that a strided view of a fit's array is read in
+    place); see ``_psis_block``.  ``engine`` "numba" / "numpy" / None (``_engine`` decides).
 
-    Returns (log_weights or None, khat, status, elpd, lpd, mcse_lognormal, n_eff); the
-    last four are empty unless ``loo`` (n_eff: R loo's ``psis_n_eff`` of the weights)."""
-    n_draws, n_obs = a.shape
+    Returns (log_weights (S, n) or None, khat, status, elpd, lpd, mcse_lognormal, n_eff);
+    the last four are empty unless ``loo`` (n_eff: R loo's ``psis_n_eff`` of the weights)."""
+    a3 = a if a.ndim == 3 else a[None]
+    n_draws, n_obs = a3.shape[0] * a3.shape[1], a3.shape[2]
     tail_len = psis_tail_length(n_draws, r_eff)
     corr = np.empty(0) if corr is None else corr
     lpd_off = np.empty(0) if lpd_off is None else lpd_off
@@ -234,7 +236,8 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
     if (engine or _engine(n_draws, n_obs)) == "numpy":
         from loo_adapt.core._psis_numpy import psis_numpy
 
-        return psis_numpy(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write)
+        a2 = a3.reshape(n_draws, n_obs)  # a copy only for a strided 3-D view (small here)
+        return psis_numpy(a2, corr, lpd_off, loo, tail_len, r_eff, normalize, write)
     out_lw = np.empty((n_draws, n_obs) if write else (0, 0))
     khat = np.empty(n_obs)
     status = np.empty(n_obs, dtype=np.int64)
@@ -245,8 +248,9 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
     n_chunks = min(n_blocks, _CHUNKS_PER_THREAD * numba.get_num_threads())
     previous = numba.set_parallel_chunksize(1)  # threads take the chunks one by one
     try:
-        kernel(a, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize),
-               bool(write), _BLOCK, n_chunks, out_lw, khat, status, elpd, lpd, mcse, n_eff)
+        kernel(a3, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize), bool(write),
+               _BLOCK, n_chunks, out_lw.reshape(a3.shape if write else (0, 0, 0)), khat,
+               status, elpd, lpd, mcse, n_eff)
     finally:
         numba.set_parallel_chunksize(previous)
     return (out_lw if write else None), khat, status, elpd, lpd, mcse, n_eff
@@ -582,16 +586,17 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal",
     """
     ll = np.asarray(log_lik, dtype=np.float64)
     if ll.ndim == 3:
-        n_chains, n_draws, n_obs = ll.shape
-        ll2 = ll.reshape(n_chains * n_draws, n_obs)
+        n_obs = ll.shape[2]
+        # a strided (chains, draws, n) view (a column slice of a fit's array) is read in
+        # place by the kernel: no (S, n) copy
+        ll2 = ll.reshape(-1, n_obs) if ll.flags.c_contiguous else ll
     elif ll.ndim == 2:
-        ll2 = ll
+        ll2 = _as_matrix(ll, "log_lik")
         n_obs = ll.shape[1]
     else:
         raise ValueError(
             f"log_lik must have shape (chains, draws, n) or (S, n), got {ll.shape}"
         )
-    ll2 = _as_matrix(ll2, "log_lik")
     if r_eff is None:
         if ll.ndim == 3:
             from loo_adapt.core.ess import relative_eff
@@ -599,13 +604,14 @@ def loo_pointwise(log_lik, r_eff=None, mcse_method: str = "lognormal",
             try:
                 r = relative_eff(ll, log=True)
             except ValueError:
-                _raise_non_finite_log_lik(ll2)
+                _raise_non_finite_log_lik(ll2.reshape(-1, n_obs))
                 raise
         else:
             r = np.ones(n_obs)
     else:
         r = _prepare_r_eff(r_eff, n_obs)
-    return _psis_loo(ll2, np.zeros(ll2.shape[0]), None, r, mcse_method, weights, warn=warn)
+    return _psis_loo(ll2, np.zeros(ll2.size // n_obs), None, r, mcse_method, weights,
+                     warn=warn)
 
 
 def _raise_non_finite_log_lik(ll2, cols=None):
@@ -625,14 +631,16 @@ def _raise_non_finite_log_lik(ll2, cols=None):
 
 
 def _psis_loo(ll, corr, lpd_off, r_eff, mcse_method, weights, *, warn=True) -> PsisLoo:
-    """PSIS-LOO of (S, n) log-likelihoods with log ratios ``corr[:, None] - ll``; lpd is
-    ``logsumexp(ll + lpd_off)`` per observation, or ``log mean exp(ll)`` for None."""
+    """PSIS-LOO of (S, n) log-likelihoods, or a (chains, draws, n) view of them, with log
+    ratios ``corr[:, None] - ll``; lpd is ``logsumexp(ll + lpd_off)`` per observation, or
+    ``log mean exp(ll)`` for None."""
     if mcse_method not in ("lognormal", "quadrature"):
         raise ValueError(f"method must be 'lognormal' or 'quadrature', got {mcse_method!r}")
     write = weights or mcse_method == "quadrature"
-    if warn and ll.shape[0] < MIN_DRAWS:
+    n_samples = ll.size // ll.shape[-1]
+    if warn and n_samples < MIN_DRAWS:
         warnings.warn(
-            f"only {ll.shape[0]} draws: the Pareto k diagnostic is unreliable below "
+            f"only {n_samples} draws: the Pareto k diagnostic is unreliable below "
             f"{MIN_DRAWS}",
             stacklevel=3,
         )
@@ -640,11 +648,11 @@ def _psis_loo(ll, corr, lpd_off, r_eff, mcse_method, weights, *, warn=True) -> P
                                                     lpd_off)
     bad = np.flatnonzero(status == _BAD)
     if bad.size:
-        _raise_non_finite_log_lik(ll, bad)
+        _raise_non_finite_log_lik(ll.reshape(n_samples, -1), bad)
     if warn:
         _warn_status(status, 3)
     if mcse_method == "quadrature":
-        mcse = mcse_elpd(ll, lw, elpd, r_eff, method=mcse_method)
+        mcse = mcse_elpd(ll.reshape(n_samples, -1), lw, elpd, r_eff, method=mcse_method)
     return PsisLoo(
         elpd_i=elpd,
         p_loo_i=lpd - elpd,
@@ -653,8 +661,8 @@ def _psis_loo(ll, corr, lpd_off, r_eff, mcse_method, weights, *, warn=True) -> P
         pareto_k=khat,
         log_weights=lw if weights else None,
         r_eff=r_eff,
-        good_k=pareto_k_threshold(ll.shape[0]),
-        n_samples=int(ll.shape[0]),
+        good_k=pareto_k_threshold(n_samples),
+        n_samples=int(n_samples),
         n_eff=n_eff,
     )
 
