@@ -186,6 +186,24 @@ def stan_name_to_index(name: str) -> tuple[str, tuple[int, ...]]:
     return (head + sep + base) if sep else base, idx
 
 
+def _vector_run(names: Sequence[str], col: int) -> tuple[str, int] | None:
+    """(base, m) when ``names[col:col + m]`` are ``base.1`` ... ``base.m`` (or ``base[1]``
+    ... ``base[m]``), m >= 2, exactly as `stan_name_to_index` parses them one by one (a
+    plain identifier as base); else None.  A log-likelihood vector's thousands of columns
+    are then matched by string comparison instead of one parse each."""
+    name = names[col]
+    for opener, closer in ((".", ""), ("[", "]")):
+        tail = opener + "1" + closer
+        base = name[:-len(tail)]
+        if not (name.endswith(tail) and base.isidentifier()):
+            continue
+        m = 1
+        while col + m < len(names) and names[col + m] == f"{base}{opener}{m + 1}{closer}":
+            m += 1
+        return (base, m) if m >= 2 else None
+    return None
+
+
 def group_columns(names: Sequence[str]) -> dict[str, tuple[tuple[int, ...], np.ndarray]]:
     """{variable: (stan_shape, column index per element in C order)} in first-seen order.
 
@@ -205,9 +223,17 @@ def group_columns(names: Sequence[str]) -> dict[str, tuple[tuple[int, ...], np.n
     ((2, 2), [0, 2, 1, 3])
     """
     entries: dict[str, list[tuple[tuple[int, ...], int]]] = {}
-    for col, name in enumerate(names):
-        base, idx = stan_name_to_index(name)
+    col = 0
+    while col < len(names):
+        run = _vector_run(names, col)
+        if run is not None:  # base.1, base.2, ... (or base[1], ...): parsed as one
+            base, m = run
+            entries.setdefault(base, []).extend(((k + 1,), col + k) for k in range(m))
+            col += m
+            continue
+        base, idx = stan_name_to_index(names[col])
         entries.setdefault(base, []).append((idx, col))
+        col += 1
     out = {}
     for base, items in entries.items():
         ndims = {len(idx) for idx, _ in items}

@@ -634,3 +634,29 @@ def test_arviz1_from_cmdstanpy_round_trip():
     _assert_same_draws(back, ref, stats=False)
     for stat in ("lp__", "divergent__", "treedepth__"):
         np.testing.assert_array_equal(back.sample_stats[stat], ref.sample_stats[stat])
+
+
+def test_group_columns_vector_runs_match_one_parse_per_name():
+    """Runs of ``base.k`` / ``base[k]`` (matched as a whole) group as the names parse one
+    by one: a base that reappears later, a run out of order, matrices, tuples, complex
+    parts and a non-identifier base, written out by hand."""
+    from loo_adapt.io.columns import group_columns
+
+    cases = {
+        ("lp__", "a", "b.1", "b.2", "b.3", "c[1]", "c[2]", "log_lik.1", "log_lik.2"):
+            {"lp__": ((), [0]), "a": ((), [1]), "b": ((3,), [2, 3, 4]), "c": ((2,), [5, 6]),
+             "log_lik": ((2,), [7, 8])},
+        ("b.1", "b.2", "x", "b.3"): {"b": ((3,), [0, 1, 3]), "x": ((), [2])},
+        ("b.1", "b.2", "b.4", "b.3"): {"b": ((4,), [0, 1, 3, 2])},
+        ("m.1.1", "m.2.1", "m.1.2", "m.2.2", "v.1"):
+            {"m": ((2, 2), [0, 2, 1, 3]), "v": ((1,), [4])},
+        ("t:1.1", "t:1.2", "z.1.real", "z.1.imag"): {"t:1": ((2,), [0, 1]), "z": ((1, 2), [2, 3])},
+        ("1x.1", "1x.2", "y.1", "y.02"): {"1x": ((2,), [0, 1]), "y": ((2,), [2, 3])},
+    }
+    for names, want in cases.items():
+        got = group_columns(list(names))
+        assert list(got) == list(want), names
+        for base, (shape, cols) in want.items():
+            assert got[base][0] == shape and got[base][1].tolist() == cols, (names, base)
+    with pytest.raises(ValueError, match="do not fill"):
+        group_columns(["b.1", "b.2", "b.2"])
