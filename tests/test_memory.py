@@ -115,7 +115,9 @@ def test_read_csv_holds_one_chain_besides_the_draws(stan_csv):
     assert peak <= 1.9 * ll.nbytes, peak / ll.nbytes
 
 
-def test_read_cmdstanpy_copies_each_variable_once(stan_csv):
+def test_read_cmdstanpy_keeps_a_read_only_view(stan_csv):
+    """A vector log_lik's columns are a run of cmdstanpy's (draws, chains, columns) array:
+    the draws keep a read-only view of it (the fit holds the array anyway), no copy."""
     cmdstanpy = pytest.importorskip("cmdstanpy", reason="cmdstanpy is an optional reader")
     from loo_adapt.io.cmdstanpy import read_cmdstanpy
 
@@ -124,4 +126,27 @@ def test_read_cmdstanpy_copies_each_variable_once(stan_csv):
     fit.draws()  # cmdstanpy's own array, read before the measurement
     peak, d = _traced_peak(lambda: read_cmdstanpy(fit))
     np.testing.assert_allclose(d.log_lik(), ll, rtol=1e-15)
-    assert peak <= 1.2 * ll.nbytes, peak / ll.nbytes
+    assert np.shares_memory(d.log_lik(), fit.draws())
+    assert not d.log_lik().flags.writeable
+    assert peak <= 0.1 * ll.nbytes, peak / ll.nbytes
+
+
+def test_loo_of_a_cmdstanpy_fit_adds_only_the_weights(stan_csv, monkeypatch):
+    """``loo(fit)`` reads the view in place (the compiled kernels take any strides): the
+    weights are the only allocation of the input's size, and there is none without them."""
+    cmdstanpy = pytest.importorskip("cmdstanpy", reason="cmdstanpy is an optional reader")
+    from loo_adapt.core import _compiled
+
+    monkeypatch.setattr(_compiled, "NUMPY_MAX_CELLS", 0)  # the kernels, not the numpy twins
+    paths, ll = stan_csv
+    fit = cmdstanpy.from_csv(paths)
+    fit.draws()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loo_adapt.loo(fit)  # this layout's kernels compiled / loaded outside the measurement
+        loo_adapt.loo(fit, pointwise=False)
+        peak_pw, res = _traced_peak(lambda: loo_adapt.loo(fit))
+        peak, _ = _traced_peak(lambda: loo_adapt.loo(fit, pointwise=False))
+        np.testing.assert_allclose(res.elpd_loo, loo_adapt.loo(ll).elpd_loo, rtol=1e-12)
+    assert peak_pw <= 1.3 * ll.nbytes, peak_pw / ll.nbytes
+    assert peak <= 0.3 * ll.nbytes, peak / ll.nbytes

@@ -99,8 +99,9 @@ def read_cmdstanpy(fit, method: str | None = None, *, var_names=None) -> Draws:
         "CSV files not exposed by cmdstanpy (fit.save_csvfiles(dir) keeps them)"))
     if found == "other":
         source += " (optimize: the mode as a single draw)"
-    # one C-contiguous copy per variable, straight from cmdstanpy's array
-    return assemble(values, names, found, source, config, cols=cols)
+    # read-only views of cmdstanpy's array (which the fit keeps) where a variable's columns
+    # are a run, as a vector log_lik's are: no copy; a C-contiguous copy otherwise
+    return assemble(values, names, found, source, config, cols=cols, views=True)
 
 
 def _no_draws(cls: str, files) -> str:

@@ -341,23 +341,37 @@ def assemble(
     source: str,
     config: Mapping | None = None,
     cols=None,
+    views: bool = False,
 ) -> Draws:
     """(chains, draws, columns) values + Stan column names -> Draws.
 
     Columns ending in ``__`` are algorithm output (sample_stats); the rest are model variables.
     ``config`` (CmdStan's settings) is reduced to `CONFIG_KEYS`.  ``cols`` (default all)
     selects the columns to keep.  Each variable is one C-contiguous copy of its columns
-    (a variable whose columns already are its own contiguous array is not copied).
+    (a variable whose columns already are its own contiguous array is not copied); with
+    ``views``, a variable whose columns are a run of ``values`` stays a read-only view of
+    them (for an array its owner keeps anyway, such as a cmdstanpy fit's: no copy of a
+    large log-likelihood, and the fit cannot be changed through the draws).
     """
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 3 or values.shape[2] != len(names):
         raise ValueError(f"values of shape {values.shape} do not match {len(names)} column names")
     stat_cols, plan = column_plan(names, cols)
     sample_stats = {k: values[:, :, c] for k, c in stat_cols.items()}
-    variables = {base: np.ascontiguousarray(_take(values, c)).reshape(values.shape[:2] + shape)
-                 for base, (shape, c) in plan.items()}
+    variables = {base: _variable(values, c, shape, views) for base, (shape, c) in plan.items()}
     return assemble_parts(variables, sample_stats, method, source, config,
                           n_draws=values.shape[1])
+
+
+def _variable(values: np.ndarray, cols, shape: tuple, view: bool) -> np.ndarray:
+    """One variable's (chains, draws, *shape) array from its columns of ``values``: a
+    read-only view when ``view`` and the columns are a run, else a C-contiguous copy."""
+    part = _take(values, cols)
+    if view and np.shares_memory(part, values):
+        part = part.view()
+        part.setflags(write=False)
+        return part.reshape(values.shape[:2] + shape)
+    return np.ascontiguousarray(part).reshape(values.shape[:2] + shape)
 
 
 def assemble_parts(variables: dict, sample_stats: dict, method: str, source: str,
