@@ -14,7 +14,8 @@ beside it.  Each measurement then runs in a fresh subprocess, which first builds
 (not measured), loads the kernels on a tiny input, and then times the call:
 
 * ``csv``        ``loo_adapt.loo(paths)`` vs ``az.loo(az.from_cmdstan(paths, log_likelihood=
-                 "log_lik"))`` (arviz 0.x; arviz 1.x has no CSV reader: from cmdstanpy);
+                 "log_lik"))`` (arviz 0.x; arviz 1.x has no CSV reader: ``from_cmdstanpy(
+                 cmdstanpy.from_csv(folder))``, the parse inside the timed call);
 * ``cmdstanpy``  ``loo_adapt.loo(fit)`` vs ``az.loo(az.from_cmdstanpy(fit, log_likelihood=
                  "log_lik"))``, ``fit = cmdstanpy.from_csv(folder)`` with its draws loaded
                  before the measurement (no CmdStan needed);
@@ -174,12 +175,17 @@ def _prepare(source, tool, folder: Path):
     if source == "csv" and major == 0:
         return (lambda: az.loo(az.from_cmdstan(csv, log_likelihood="log_lik"),
                                pointwise=True)), small
-    if source in ("csv", "cmdstanpy"):
+    if source == "csv":  # arviz 1.x reads CSV through cmdstanpy: parsing is in the call
+        import cmdstanpy
+
+        return (lambda: az.loo(az.from_cmdstanpy(cmdstanpy.from_csv(str(folder / "csv")),
+                                                 log_likelihood="log_lik"),
+                               pointwise=True)), small
+    if source == "cmdstanpy":
         import cmdstanpy
 
         fit = cmdstanpy.from_csv(str(folder / "csv"))
-        if source == "cmdstanpy":
-            fit.draws()
+        fit.draws()
         return (lambda: az.loo(az.from_cmdstanpy(fit, log_likelihood="log_lik"),
                                pointwise=True)), small
     idata = _idata(folder)
