@@ -19,6 +19,9 @@ on the first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x ob
 it runs the same algorithm in numpy instead (``core._psis_numpy``, same numbers to ~1e-14,
 in column chunks) unless the kernel is already compiled or in numba's cache, or the numpy
 runs of this process add up to more than that (``core._compiled.use_numba``).
+For MCMC draws with r_eff to be computed (``psis.loo_pointwise_checked``), each column's
+relative efficiency, tail length and rank R-hat come from the same buffer first (`_checks`,
+the numbers of ``core.ess``'s kernel), so ``loo`` reads the draws once.
 ``benchmarks/bench_psis.py`` measures it against arviz and a memory floor
 (``benchmarks/results/bench_psis.txt``).
 """
@@ -30,6 +33,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from loo_adapt.core._rhat_kernel import _screen_scratch
 from loo_adapt.core._sort import _insertion_sort, _sort_pairs_bucketed, _sorted_order
 from loo_adapt.core._status import (  # the kernels' shared status codes
     _ALL_NEG_INF,
@@ -44,6 +48,7 @@ from loo_adapt.core._vmath import exp_clamped, index_float
 from loo_adapt.core._vmath import expm1 as _expm1
 from loo_adapt.core._vmath import log as _log
 from loo_adapt.core._vmath import log1p as _log1p
+from loo_adapt.core.ess import _ess_direct_col, _rhat_of_row
 from loo_adapt.core.gpd import gpdfit_sorted
 
 _TINY = 2.2250738585072014e-308  # smallest normal float64
@@ -291,7 +296,7 @@ def _column_status(n_bad, n_ninf, n, loo):
 
 @njit(cache=True, error_model="numpy")
 def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, b0, b1, out_lw,
-                 out_k, status, out_elpd, out_lpd, out_mcse, out_neff):
+                 out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk):
     """Blocks b0:b1 of ``block`` columns of the (S, n) input ``a``: log ratios, or (``loo``)
     log-likelihoods with log ratios ``corr - a``.  Each block is copied transposed into a
     buffer, so that each observation's draws are contiguous while ``a`` is read row-wise;
@@ -316,12 +321,18 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
     v = np.empty(s_draws)
     lse_col = np.empty(block)
     stats = np.empty((4, block))
+    fused = chk[0].shape[0] > 0  # r_eff and the R-hat check in the same pass (`_checks`)
+    h = a.shape[1] // 2
+    n_split = 2 * a.shape[0] * h if fused else 0
+    cscr = (np.empty(s_draws if fused else 0),
+            np.empty(n_split if fused and a.shape[1] % 2 == 1 else 0),
+            _screen_scratch(n_split))
     for b in range(b0, b1):
         j0 = b * block
         _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
                     normalize, write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse,
                     out_neff, zero_corr, buf, ll, work, vals, idx, sv, sidx, cnt, e1, e2, v,
-                    lse_col, stats)
+                    lse_col, stats, chk, cscr)
 
 
 @njit(cache=True, error_model="numpy")
@@ -355,9 +366,39 @@ def _transpose_tile(a, corr, loo, keep_ll, ch, t0, s0, s1, j0, width, buf, ll, l
 
 
 @njit(cache=True, error_model="numpy")
+def _checks(lr, lo, hi, n_chains, n_per, j, r_eff, tail_len, chk, cscr):
+    """Column j's relative efficiency, tail length, rank R-hat and stuck-chain flag from its
+    log ratios ``lr`` = 0 - log_lik (finite, chains stacked; the log-likelihood between
+    ``lo`` and ``hi``), the numbers of `core.ess._ess_direct_block` (its row x + 0.0 is
+    rebuilt exactly as (0 - lr) + 0.0): ``r_eff[j]``, ``tail_len[j]`` (R loo's
+    ``n_pareto``), ``chk`` = (R-hat, stuck, long, Blom scores, screen ratio, FFT scale,
+    largest direct lag) filled at j; a column whose Geyer sequence needs longer lags is
+    marked ``long`` (the caller redoes it through the FFT)."""
+    rhat, stuck, long, table, ratio, scale, max_lag = chk
+    row, sbuf, scratch = cscr
+    n = lr.shape[0]
+    for s in range(n):
+        row[s] = (0.0 - lr[s]) + 0.0
+    _rhat_of_row(row, n_chains, n_per, n_per // 2, lo, hi, table, ratio, sbuf, scratch, rhat,
+                 stuck, j)
+    ess = float(n)  # a constant likelihood: no MCMC error (as the ESS kernel)
+    long[j] = False
+    if hi != lo:
+        for s in range(n):
+            row[s] = exp_clamped(row[s] - hi)
+        ess, lng = _ess_direct_col(row, n_chains, n_per, scale, max_lag)
+        if lng:
+            long[j] = True
+            ess = float(n)  # a placeholder: the caller recomputes this column
+    r = ess / n
+    r_eff[j] = r
+    tail_len[j] = math.ceil(min(0.2 * n, 3.0 * math.sqrt(n / r)))
+
+
+@njit(cache=True, error_model="numpy")
 def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
                 status, out_elpd, out_lpd, out_mcse, out_neff, zero_corr, buf, ll, work, vals,
-                idx, sv, sidx, cnt, e1, e2, v, lse_col, stats):
+                idx, sv, sidx, cnt, e1, e2, v, lse_col, stats, chk, cscr):
     """Columns j0:j1 (see ``_psis_blocks``; ``zero_corr``: ``corr`` is 0 for every draw;
     the rest are scratch arrays).  The transposition also takes each input column's
     smallest and largest value and counts its NaN / +inf and -inf (``stats``), so that the
@@ -390,6 +431,9 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
                 out_neff[j0 + j] = math.nan
             continue
         out = buf[j]  # smoothed in place
+        if chk[0].shape[0] > 0:  # r_eff (hence the tail length) and R-hat from this buffer
+            _checks(out, lo[j] + 0.0, hi[j] + 0.0, n_chains, n_per, j0 + j, r_eff, tail_len,
+                    chk, cscr)
         # the largest log ratio: from the input's extremes, exactly (0 - x is monotone)
         if keep_ll:
             mx = _max(out)
@@ -467,20 +511,20 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
 
 @njit(parallel=True, cache=True, error_model="numpy")
 def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
-                   out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff):
+                   out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk):
     n_blocks = (a.shape[2] + block - 1) // block
     for c in prange(n_chunks):  # a few chunks of whole blocks per thread
         _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block,
                      c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks, out_lw, out_k,
-                     status, out_elpd, out_lpd, out_mcse, out_neff)
+                     status, out_elpd, out_lpd, out_mcse, out_neff, chk)
 
 
 @njit(cache=True, error_model="numpy")
 def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
-                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff):
+                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk):
     n_blocks = (a.shape[2] + block - 1) // block
     _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, 0, n_blocks,
-                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff)
+                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk)
 
 
 #: Observations per transposed block: each row of the input is read 256 contiguous bytes

@@ -243,6 +243,20 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
     status = np.empty(n_obs, dtype=np.int64)
     m = n_obs if loo else 0
     elpd, lpd, mcse, n_eff = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
+    _kernel(a3, corr, lpd_off, loo, tail_len, r_eff, normalize, write, out_lw, khat, status,
+            elpd, lpd, mcse, n_eff, _NO_CHECKS)
+    return (out_lw if write else None), khat, status, elpd, lpd, mcse, n_eff
+
+
+#: the kernel's ``chk`` argument when it runs no checks (the types of a real one)
+_NO_CHECKS = (np.empty(0), np.empty(0, np.bool_), np.empty(0, np.bool_), np.empty(0), 0.0, 0.0, 0)
+
+
+def _kernel(a3, corr, lpd_off, loo, tail_len, r_eff, normalize, write, out_lw, khat, status,
+            elpd, lpd, mcse, n_eff, chk):
+    """Call the compiled kernel on the (chains, draws, n) ``a3`` (parallel from
+    `_PARALLEL_MIN_COLS` columns), threads taking chunks of blocks one by one."""
+    n_obs = a3.shape[2]
     kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
     n_blocks = -(-n_obs // _BLOCK)
     n_chunks = min(n_blocks, _CHUNKS_PER_THREAD * numba.get_num_threads())
@@ -250,10 +264,50 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
     try:
         kernel(a3, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize), bool(write),
                _BLOCK, n_chunks, out_lw.reshape(a3.shape if write else (0, 0, 0)), khat,
-               status, elpd, lpd, mcse, n_eff)
+               status, elpd, lpd, mcse, n_eff, chk)
     finally:
         numba.set_parallel_chunksize(previous)
-    return (out_lw if write else None), khat, status, elpd, lpd, mcse, n_eff
+
+
+def _run_checked(a3, write, max_rhat):
+    """`_run` of plain LOO on a (chains, draws, n) log-likelihood (>= 2 chains of >= 4
+    draws) with r_eff computed from the chains and the R-hat check, all in the kernel's one
+    pass (`_psis_kernel._checks`); None when the numpy engine would run (the caller then
+    makes the separate calls).  Returns `_run`'s tuple + (r_eff, rhat, stuck)."""
+    from loo_adapt.core._rhat_kernel import _score_table, screen_ratio
+    from loo_adapt.core.ess import MAX_DIRECT_LAG, _ess_columns, fft_next_good_size
+
+    n_chains, n_per, n_obs = a3.shape
+    n_draws = n_chains * n_per
+    if _engine(n_draws, n_obs) == "numpy":
+        return None
+    h = n_per // 2
+    chk = (np.empty(n_obs), np.zeros(n_obs, np.bool_), np.zeros(n_obs, np.bool_),
+           _score_table(2 * n_chains * h), float(screen_ratio(h, max_rhat)),
+           fft_next_good_size(n_per) / n_per**2, int(min(MAX_DIRECT_LAG, n_per)))
+    r_eff = np.ones(n_obs)
+    tail_len = np.empty(n_obs, np.int64)
+    out_lw = np.empty((n_draws, n_obs) if write else (0, 0))
+    khat, status = np.empty(n_obs), np.empty(n_obs, dtype=np.int64)
+    elpd, lpd, mcse, n_eff = (np.empty(n_obs) for _ in range(4))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        _kernel(a3, np.zeros(n_draws), np.empty(0), True, tail_len, r_eff, True, write, out_lw,
+                khat, status, elpd, lpd, mcse, n_eff, chk)
+    rhat, stuck, long = chk[0], chk[1], chk[2]
+    cols = np.flatnonzero(long & (status != _BAD))
+    if cols.size:  # Geyer's sequence past the direct lags: the FFT, then PSIS again
+        sub = np.ascontiguousarray(a3[:, :, cols])
+        r_eff[cols] = _ess_columns(sub, shift=sub.max(axis=(0, 1), keepdims=True),
+                                   engine="numpy") / n_draws
+        again = _run(sub, np.zeros(n_draws), True, r_eff[cols], True, write)
+        for full, part in zip((out_lw.T if write else None, khat, status, elpd, lpd, mcse,
+                               n_eff), again):
+            if full is not None:
+                full[cols] = part.T if part.ndim == 2 else part
+    bad = status == _BAD
+    rhat[bad] = np.nan
+    stuck[bad] = False
+    return (out_lw if write else None), khat, status, elpd, lpd, mcse, n_eff, r_eff, rhat, stuck
 
 
 def _warn_status(status, stacklevel):
@@ -634,23 +688,33 @@ def _psis_loo(ll, corr, lpd_off, r_eff, mcse_method, weights, *, warn=True) -> P
     """PSIS-LOO of (S, n) log-likelihoods, or a (chains, draws, n) view of them, with log
     ratios ``corr[:, None] - ll``; lpd is ``logsumexp(ll + lpd_off)`` per observation, or
     ``log mean exp(ll)`` for None."""
+    _check_mcse_method(mcse_method)
+    write = weights or mcse_method == "quadrature"
+    out = _run(ll, corr, True, r_eff, True, write, lpd_off)
+    return _loo_result(ll, r_eff, mcse_method, weights, warn, out)
+
+
+def _check_mcse_method(mcse_method):
     if mcse_method not in ("lognormal", "quadrature"):
         raise ValueError(f"method must be 'lognormal' or 'quadrature', got {mcse_method!r}")
-    write = weights or mcse_method == "quadrature"
+
+
+def _loo_result(ll, r_eff, mcse_method, weights, warn, out, stacklevel=4) -> PsisLoo:
+    """`PsisLoo` from the kernel's outputs ``out`` (`_run`'s tuple) on ``ll``: errors for
+    non-finite values, warnings (``stacklevel`` from here: the public function's caller)."""
     n_samples = ll.size // ll.shape[-1]
     if warn and n_samples < MIN_DRAWS:
         warnings.warn(
             f"only {n_samples} draws: the Pareto k diagnostic is unreliable below "
             f"{MIN_DRAWS}",
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
-    lw, khat, status, elpd, lpd, mcse, n_eff = _run(ll, corr, True, r_eff, True, write,
-                                                    lpd_off)
+    lw, khat, status, elpd, lpd, mcse, n_eff = out
     bad = np.flatnonzero(status == _BAD)
     if bad.size:
         _raise_non_finite_log_lik(ll.reshape(n_samples, -1), bad)
     if warn:
-        _warn_status(status, 3)
+        _warn_status(status, stacklevel)
     if mcse_method == "quadrature":
         mcse = mcse_elpd(ll.reshape(n_samples, -1), lw, elpd, r_eff, method=mcse_method)
     return PsisLoo(
@@ -665,6 +729,59 @@ def _psis_loo(ll, corr, lpd_off, r_eff, mcse_method, weights, *, warn=True) -> P
         n_samples=int(n_samples),
         n_eff=n_eff,
     )
+
+
+def loo_pointwise_checked(log_lik, max_rhat: float, weights: bool = True, *,
+                          warn: bool = True) -> tuple[PsisLoo, np.ndarray, np.ndarray]:
+    """PSIS-LOO per observation of MCMC draws with r_eff from the chains, and the columns
+    whose chains disagree, from one read of the draws.
+
+    The numbers of ``loo_pointwise(log_lik, r_eff=r_eff)`` after
+    ``r_eff, bad, rhat = core.convergence.relative_eff_and_disagreement(log_lik, max_rhat)``
+    (what ``loo`` needs from an MCMC log-likelihood), but the compiled kernel computes each
+    column's relative efficiency, tail length and rank R-hat from the buffer it smooths, so
+    the draws are transposed once instead of twice.  Without the compiled kernel (a cold
+    start on a small input) it makes those two calls.
+
+    Parameters
+    ----------
+    log_lik : array (chains, draws, n), at least 2 chains of 4 draws, any strides.
+    max_rhat : R-hat threshold of the check.
+    weights : keep the (S, n) normalised log weights (as in ``loo_pointwise``).
+    warn : as in ``loo_pointwise``.
+
+    Returns
+    -------
+    (PsisLoo, bad, rhat) : ``bad`` the columns whose R-hat exceeds ``max_rhat`` or in which a
+        chain is stuck, ``rhat`` exact for those, NaN where a bound showed it at most
+        ``max_rhat`` (`core.convergence.relative_eff_and_disagreement`).
+
+    Examples
+    --------
+    >>> ll = np.random.default_rng(1).normal(-1.0, 0.3, size=(4, 500, 20))
+    >>> res, bad, rhat = loo_pointwise_checked(ll, 1.01, weights=False)
+    >>> res.elpd_i.shape, bool(bad.any())
+    ((20,), False)
+    """
+    ll = np.asarray(log_lik, dtype=np.float64)
+    if ll.ndim != 3 or ll.shape[0] < 2 or ll.shape[1] < 4:
+        raise ValueError(f"log_lik must be (chains, draws, n) with at least 2 chains of 4 "
+                         f"draws, got shape {ll.shape}")
+    fused = _run_checked(ll, weights, float(max_rhat))
+    if fused is None:
+        from loo_adapt.core.convergence import relative_eff_and_disagreement
+
+        try:
+            r, bad, rhat = relative_eff_and_disagreement(ll, max_rhat)
+        except ValueError:
+            _raise_non_finite_log_lik(ll.reshape(-1, ll.shape[2]))
+            raise
+        return loo_pointwise(ll, r_eff=r, weights=weights, warn=warn), bad, rhat
+    *out, r_eff, rhat, stuck = fused
+    res = _loo_result(ll, r_eff, "lognormal", weights, warn, tuple(out), stacklevel=3)
+    with np.errstate(invalid="ignore"):
+        bad = (rhat > max_rhat) | stuck
+    return res, bad, rhat
 
 
 def loo_pointwise_approximate(log_lik, log_p_minus_log_q, r_eff=1.0,

@@ -325,3 +325,59 @@ def test_strided_chain_view_is_read_in_place(engine, monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert peak < 0.2 * big.size * 8, (peak, big.size * 8)
+
+
+@pytest.mark.parametrize("shape", [(4, 300, 90), (3, 301, 90)])
+def test_checked_loo_in_one_pass_equals_the_separate_calls(engine, shape):
+    """`loo_pointwise_checked` (r_eff, tail lengths and the R-hat check computed by the PSIS
+    kernel from the buffer it smooths) gives exactly the numbers of
+    ``relative_eff_and_disagreement`` followed by ``loo_pointwise``: chains that drift apart,
+    a stuck chain, random walks whose Geyer sequence needs the FFT, a constant column, even
+    and odd draws, strided input; flagged columns and their R-hat are arviz's."""
+    import dataclasses
+
+    import arviz as az
+
+    from loo_adapt.core.convergence import relative_eff_and_disagreement
+    from loo_adapt.core.psis import loo_pointwise_checked
+
+    rng = np.random.default_rng(23)
+    c, d, m = shape
+    x = -0.5 * rng.standard_t(5, size=(d, c, m + 3)).transpose(1, 0, 2)[:, :, 2:m + 2] ** 2
+    x[0, :, :10] += np.linspace(0.5, 1.0, 10)  # a first chain apart from the others
+    x[1, :, 20] = x[1, 0, 20]  # a stuck chain
+    x[:, :, 30:34] = np.cumsum(x[:, :, 30:34], axis=1) * 0.05 - 1.0  # random walks: long lags
+    x[:, :, 40] = -1.5  # constant
+    assert not x.flags.c_contiguous
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for weights in (True, False):
+            got, bad, rhat = loo_pointwise_checked(x, 1.01, weights=weights)
+            r, bad2, rhat2 = relative_eff_and_disagreement(x, 1.01)
+            want = loo_pointwise(x, r_eff=r, weights=weights)
+            for f in dataclasses.fields(want):
+                a, b = getattr(got, f.name), getattr(want, f.name)
+                if isinstance(b, np.ndarray):
+                    np.testing.assert_array_equal(a, b, err_msg=f.name)
+            np.testing.assert_array_equal(bad, bad2)
+            np.testing.assert_array_equal(rhat, rhat2)
+    ref = np.array([az.rhat(np.ascontiguousarray(x[:, :, j]), method="rank") for j in range(m)])
+    stuck = np.arange(m) == 20
+    with np.errstate(invalid="ignore"):
+        assert bad.tolist() == ((ref > 1.01) | stuck).tolist()
+    assert bad[:10].all() and bad[30:34].all() and 14 <= bad.sum() < 30
+    np.testing.assert_allclose(rhat[bad & ~stuck], ref[bad & ~stuck], rtol=1e-12)
+
+
+def test_checked_loo_refuses_non_finite_values_as_loo_pointwise():
+    from loo_adapt.core.psis import loo_pointwise_checked
+
+    x = np.random.default_rng(3).normal(-1.0, 0.2, size=(2, 100, 70))
+    x[1, 5, 66] = np.nan
+    with pytest.raises(ValueError) as want:
+        loo_pointwise(x)
+    with pytest.raises(ValueError) as got:
+        loo_pointwise_checked(x, 1.01)
+    assert str(got.value) == str(want.value) and "66" in str(got.value)
+    with pytest.raises(ValueError, match="at least 2 chains"):
+        loo_pointwise_checked(x[:1], 1.01)
