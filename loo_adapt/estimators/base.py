@@ -366,6 +366,10 @@ class Context:
     def base(self):
         """Plain PSIS (`loo_adapt.core.psis.PsisLoo`): the base weights of every stage."""
         reff = self.r_eff
+        if reff is None and "_mcmc_checks" not in self.__dict__:
+            fused = self._base_and_checks()
+            if fused is not None:
+                return fused
         if reff is None and self._mcmc_checks is not None:
             reff = self._mcmc_checks[0]
         return psis_of_draws(self.draws, var_name=self.var_name, reff=reff,
@@ -381,6 +385,23 @@ class Context:
             return None
         ll = draws.log_lik(self.var_name)
         return ll.reshape(ll.shape[0], ll.shape[1], -1)
+
+    def _base_and_checks(self):
+        """`base` and `_mcmc_checks` from one pass of the PSIS kernel over the draws
+        (`loo_adapt.core.psis.loo_pointwise_checked`: the same numbers as r_eff and the R-hat
+        check followed by PSIS), or None (no chains to compare, or a log-likelihood the
+        separate calls must report on)."""
+        if self._chain_log_lik is None:
+            return None
+        from loo_adapt.core.convergence import MAX_RHAT
+
+        try:
+            res, bad, rhat = _psis_core.loo_pointwise_checked(
+                self._chain_log_lik, MAX_RHAT, weights=self.weights)
+        except ValueError:  # the separate calls raise what the user should see
+            return None
+        self.__dict__["_mcmc_checks"] = (res.r_eff, bad, rhat)
+        return res
 
     @cached_property
     def _mcmc_checks(self):
