@@ -31,7 +31,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 from scipy.fft import next_fast_len
-from scipy.special import ndtri
 
 from loo_adapt.core._compiled import use_numba
 from loo_adapt.core._rhat_kernel import (
@@ -69,21 +68,25 @@ def _split(a: np.ndarray) -> np.ndarray:
 
 def _normal_scores(rows: np.ndarray) -> np.ndarray:
     """Blom normal scores of average ranks along the last axis of (m, N) (ties share the
-    mean of their ranks, scipy ``rankdata(method="average")``)."""
+    mean of their ranks, scipy ``rankdata(method="average")``), looked up by twice the
+    average rank in `_score_table`.  Tied values get the same score whatever their order,
+    so numpy's fastest (unstable) argsort does; rows without ties need no tie bookkeeping."""
     m, n = rows.shape
-    order = np.argsort(rows, axis=1, kind="stable")
+    order = np.argsort(rows, axis=1)
     s = np.take_along_axis(rows, order, axis=1)
-    pos = np.broadcast_to(np.arange(n), (m, n))
+    table = _score_table(n)
     new = np.ones((m, n), dtype=bool)
     new[:, 1:] = s[:, 1:] != s[:, :-1]
+    z = np.empty((m, n))
+    if new.all():
+        np.put_along_axis(z, order, np.broadcast_to(table[2:2 * n + 1:2], (m, n)), axis=1)
+        return z
+    pos = np.broadcast_to(np.arange(n), (m, n))
     first = np.maximum.accumulate(np.where(new, pos, 0), axis=1)
     last_of = np.ones((m, n), dtype=bool)
     last_of[:, :-1] = new[:, 1:]
     last = np.minimum.accumulate(np.where(last_of, pos, n - 1)[:, ::-1], axis=1)[:, ::-1]
-    ranks_sorted = (first + last) / 2.0 + 1.0
-    z_sorted = ndtri((ranks_sorted - 0.375) / (n + 0.25))
-    z = np.empty_like(z_sorted)
-    np.put_along_axis(z, order, z_sorted, axis=1)
+    np.put_along_axis(z, order, table[first + last + 2], axis=1)  # 2 x (average rank)
     return z
 
 
