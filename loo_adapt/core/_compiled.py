@@ -29,7 +29,7 @@ def compiled(dispatcher) -> bool:
         return False
 
 
-def use_numba(dispatcher, cells: int) -> bool:
+def use_numba(dispatcher, cells: int, record: bool = True) -> bool:
     """Whether a call of ``cells`` draws x observations should run the numba ``dispatcher``
     (True) or its numpy twin (False).
 
@@ -42,6 +42,8 @@ def use_numba(dispatcher, cells: int) -> bool:
     ----------
     dispatcher : a numba dispatcher (``@njit`` function).
     cells : size of this call (draws x observations).
+    record : count a numpy answer's cells against the budget (False: only ask, for a
+        caller whose fallback asks again for the same work).
 
     Returns
     -------
@@ -60,5 +62,6 @@ def use_numba(dispatcher, cells: int) -> bool:
     total = _numpy_cells.get(key, 0) + int(cells)
     if total > NUMPY_MAX_CELLS:
         return True
-    _numpy_cells[key] = total
+    if record:
+        _numpy_cells[key] = total
     return False

@@ -279,7 +279,8 @@ def _run_checked(a3, write, max_rhat):
 
     n_chains, n_per, n_obs = a3.shape
     n_draws = n_chains * n_per
-    if _engine(n_draws, n_obs) == "numpy":
+    kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
+    if not use_numba(kernel, n_draws * n_obs, record=False):  # the fallback asks again
         return None
     h = n_per // 2
     chk = (np.empty(n_obs), np.zeros(n_obs, np.bool_), np.zeros(n_obs, np.bool_),

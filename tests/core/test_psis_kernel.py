@@ -291,6 +291,20 @@ def test_many_small_calls_switch_to_the_compiled_kernel(monkeypatch):
     assert psis._engine(4000, _compiled.NUMPY_MAX_CELLS // 4000 + 1) == "numba"
 
 
+def test_checked_loo_counts_a_numpy_run_once(monkeypatch):
+    """On the cold-start path `loo_pointwise_checked` asks which engine runs, then makes the
+    separate calls, which ask again: the numpy twin's work is counted once against the
+    budget that decides when compiling pays."""
+    from loo_adapt.core import _compiled
+    from loo_adapt.core.psis import loo_pointwise_checked
+
+    monkeypatch.setattr(_compiled, "compiled", lambda dispatcher: False)
+    monkeypatch.setattr(_compiled, "_numpy_cells", {})
+    x = np.random.default_rng(4).normal(-1.0, 0.2, size=(4, 100, 70))
+    loo_pointwise_checked(x, 1.01)
+    assert _compiled._numpy_cells[psis._psis_parallel.__qualname__] == x.size
+
+
 @pytest.mark.parametrize("engine", ["numba", "numpy"])
 def test_strided_chain_view_is_read_in_place(engine, monkeypatch):
     """A (chains, draws, n) view of a fit's (draws, chains, columns) array, as cmdstanpy
