@@ -214,10 +214,11 @@ def _columns(idx, limit=10) -> str:
     return txt
 
 
-def _engine(n_draws: int, n_obs: int) -> str:
-    """"numba" (the kernels above) or "numpy" (``_psis_numpy``, the cold-start path)."""
+def _engine(n_draws: int, n_obs: int, record: bool = True) -> str:
+    """"numba" (the kernels above) or "numpy" (``_psis_numpy``, the cold-start path);
+    ``record``: as in `use_numba`."""
     kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
-    return "numba" if use_numba(kernel, n_draws * n_obs) else "numpy"
+    return "numba" if use_numba(kernel, n_draws * n_obs, record) else "numpy"
 
 
 def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
@@ -279,8 +280,7 @@ def _run_checked(a3, write, max_rhat):
 
     n_chains, n_per, n_obs = a3.shape
     n_draws = n_chains * n_per
-    kernel = _psis_parallel if n_obs >= _PARALLEL_MIN_COLS else _psis_serial
-    if not use_numba(kernel, n_draws * n_obs, record=False):  # the fallback asks again
+    if _engine(n_draws, n_obs, False) == "numpy":  # not counted: the fallback asks again
         return None
     h = n_per // 2
     chk = (np.empty(n_obs), np.zeros(n_obs, np.bool_), np.zeros(n_obs, np.bool_),
