@@ -6,7 +6,7 @@ Run from the repository root:
 Both are timed in the same process on the same (chains, draws, n) log-likelihood, after a
 warm-up call of each on a slice (so neither pays numba's compilation):
 
-* ``psis``: `loo_adapt.core.psis.loo_pointwise` (what `loo()` computes for every row);
+* ``psis``: `loo_adapt.core.psis_loo.loo_pointwise` (what `loo()` computes for every row);
 * ``check``: `loo_adapt.core.convergence.disagreeing_columns` (rank-normalised split R-hat,
   bulk and folded, plus the stuck-chain test: one sort per column);
 * ``screened``: the same with ``all_rhat=False`` (what ``loo`` asks: a bucketing screen, the

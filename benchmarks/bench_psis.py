@@ -88,7 +88,8 @@ def _memory_child(n_draws: int, n_obs: int) -> None:
     """In a fresh process: peak extra resident memory of psislw and of loo without weights."""
     import numba
 
-    from loo_adapt.core.psis import loo_pointwise, psislw
+    from loo_adapt.core.psis import psislw
+    from loo_adapt.core.psis_loo import loo_pointwise
 
     lr = make_log_ratios(n_draws, n_obs)
     _warm_up(lr)  # compile / load outside the measurement
@@ -126,14 +127,14 @@ def _peak_extra_mb(fn) -> float:
 def _warm_up(lr) -> None:
     """Compile (or load) the numba kernels the timed calls use: a small call alone could
     take the numpy cold-start path and leave the compilation to the first timed call."""
-    from loo_adapt.core import psis
+    from loo_adapt.core import psis, psis_loo
 
     engine = psis._engine
     psis._engine = lambda n_draws, n_obs: "numba"
     try:
         for cols in (slice(0, 64), slice(0, 8)):  # parallel and serial kernels
             psis.psislw(lr[:, cols])
-            psis.loo_pointwise(-lr[:, cols], r_eff=1.0, weights=False)
+            psis_loo.loo_pointwise(-lr[:, cols], r_eff=1.0, weights=False)
     finally:
         psis._engine = engine
 
@@ -153,7 +154,8 @@ def _best(times):
 def bench(n_draws: int, n_obs: int, repeat: int) -> None:
     import numba
 
-    from loo_adapt.core.psis import loo_pointwise, psislw
+    from loo_adapt.core.psis import psislw
+    from loo_adapt.core.psis_loo import loo_pointwise
 
     lr = make_log_ratios(n_draws, n_obs)
     ll = -lr

@@ -9,7 +9,7 @@ Run from the repository root (needs the ``[dask]`` extra):
    under AR(1) posterior draws of (mu, sigma), 2% outlying observations, chunked by columns):
    wall time, peak RSS of this process (``resource.getrusage``; the matrix itself would take
    S x n x 8 bytes), and the largest pointwise difference from in-memory
-   `loo_adapt.core.psis.loo_pointwise` on the first and last ``--check-obs`` columns, whose
+   `loo_adapt.core.psis_loo.loo_pointwise` on the first and last ``--check-obs`` columns, whose
    per-column time is the in-memory reference of the printed time ratio.
 2. ``loo_subsample`` vs full PSIS-LOO on a simulated logistic regression with ``--ss-obs``
    observations (draws from the Gaussian approximation at the MLE, 4 AR(1) chains); the full
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import loo_adapt  # noqa: E402
 from loo_adapt.core.chunked import FIELDS  # noqa: E402
-from loo_adapt.core.psis import loo_pointwise  # noqa: E402
+from loo_adapt.core.psis_loo import loo_pointwise  # noqa: E402
 
 
 def _rss_mb() -> float:

@@ -84,21 +84,21 @@ def main(argv=None):
 
 
 def psis_rows(names):
-    from loo_adapt.core import psis
+    from loo_adapt.core import psis_loo
 
     for name in names:
         bench = load_benchmark(name)
         t = bench.truth
         d = bench.draws
         ll = d.log_lik().reshape(d.n_chains, -1, t.shape[0])
-        res = psis.loo_pointwise(ll, warn=False)
+        res = psis_loo.loo_pointwise(ll, warn=False)
         good = res.pareto_k < 0.5
         if not good.any():
             print(f"{name}: S = {d.n_samples} ({d.n_chains} chains), no row with k-hat < 0.5")
             continue
         err = res.elpd_i - t[:, 1]
         z = err / np.sqrt(res.mcse_elpd_i**2 + t[:, 2] ** 2)
-        per_chain = [psis.loo_pointwise(ll[c][None], r_eff=1.0, warn=False).elpd_i[good].sum()
+        per_chain = [psis_loo.loo_pointwise(ll[c][None], r_eff=1.0, warn=False).elpd_i[good].sum()
                      - t[good, 1].sum() for c in range(d.n_chains)]
         print(f"{name}: S = {d.n_samples} ({d.n_chains} chains), {good.sum()} rows with k-hat "
               f"< 0.5: rms z {np.sqrt(np.mean(z[good] ** 2)):.2f}, mean z "

@@ -252,7 +252,7 @@ class PointwiseLoo:
 
     def estimates(self) -> dict[str, float]:
         """Totals with standard errors as R loo computes them (SE with the n-1 variance)."""
-        from loo_adapt.core.psis import loo_totals
+        from loo_adapt.core.psis_loo import loo_totals
 
         return loo_totals(self.elpd_i, self.p_loo_i, self.mcse_elpd_i, self.mcse_total)
 

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from loo_adapt.core.chunked import FIELDS, check_r_eff, from_blocks, loo_block
-from loo_adapt.core.psis import PsisLoo
+from loo_adapt.core.psis_loo import PsisLoo
 
 __all__ = ["APPROXIMATIONS", "ESTIMATORS", "SubsampleLoo", "loo_subsample"]
 
@@ -229,7 +229,7 @@ class SubsampleLoo:
     estimates : dict with elpd_loo, p_loo, looic, their ``se_*`` and ``subsampling_se_*``.
     idx : indices of the distinct subsampled observations (sampling order of first draw).
     m_i : how many times each was drawn (1 except with ``"hh_pps"``).
-    pointwise : `loo_adapt.core.psis.PsisLoo` of the observations ``idx`` (``log_weights``
+    pointwise : `loo_adapt.core.psis_loo.PsisLoo` of the observations ``idx`` (``log_weights``
         None).
     elpd_loo_approx : the approximation a_i of every observation, (n,).
     n_obs, estimator, approximation : N and the settings used.

@@ -10,7 +10,7 @@ import pytest
 from scipy.special import logsumexp
 
 from loo_adapt.core.ess import relative_eff
-from loo_adapt.core.psis import loo_pointwise
+from loo_adapt.core.psis_loo import loo_pointwise
 from loo_adapt.models import LogisticRegression, Normal
 from loo_adapt.subsample import loo_subsample
 

@@ -5,7 +5,7 @@ Nothing here imports arviz, xarray, matplotlib, readers or Stan backends.
 
 import importlib as _importlib
 
-_SUBMODULES = ("psis", "gpd", "ess", "chunked")
+_SUBMODULES = ("psis", "psis_loo", "gpd", "ess", "chunked")
 
 
 def __getattr__(name):

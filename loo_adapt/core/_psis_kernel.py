@@ -19,7 +19,7 @@ on the first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x ob
 it runs the same algorithm in numpy instead (``core._psis_numpy``, same numbers to ~1e-14,
 in column chunks) unless the kernel is already compiled or in numba's cache, or the numpy
 runs of this process add up to more than that (``core._compiled.use_numba``).
-For MCMC draws with r_eff to be computed (``psis.loo_pointwise_checked``), each column's
+For MCMC draws with r_eff to be computed (``psis_loo.loo_pointwise_checked``), each column's
 relative efficiency, tail length and rank R-hat come from the same buffer first (`_checks`,
 the numbers of ``core.ess``'s kernel), so ``loo`` reads the draws once.
 ``benchmarks/bench_psis.py`` measures it against arviz and a memory floor

@@ -6,10 +6,10 @@ processed in blocks of whole columns, (S, m) or (chains, draws, m), each reduced
 ``FIELDS`` of its m observations, and the blocks concatenated; nothing of size S x n is ever
 held.  `loo_block` is the per-block kernel that ``loo_adapt.io.lazy`` maps over the blocks of
 a dask array (on any dask scheduler); `from_blocks` turns the concatenated fields back into a
-`loo_adapt.core.psis.PsisLoo` (with ``log_weights=None``) and issues, once, the warnings that
+`loo_adapt.core.psis_loo.PsisLoo` (with ``log_weights=None``) and issues, once, the warnings that
 the blocks leave out.
 
-The kernel is `loo_adapt.core.psis.loo_pointwise` on the block, so the pointwise values are
+The kernel is `loo_adapt.core.psis_loo.loo_pointwise` on the block, so the pointwise values are
 those of the in-memory computation.
 """
 
@@ -22,12 +22,11 @@ import numpy as np
 from loo_adapt.core.psis import (
     _WARN_COLUMNS,
     MIN_DRAWS,
-    PsisLoo,
     _columns,
     _prepare_r_eff,
-    loo_pointwise,
     pareto_k_threshold,
 )
+from loo_adapt.core.psis_loo import PsisLoo, loo_pointwise
 
 __all__ = ["FIELDS", "check_r_eff", "from_blocks", "loo_block"]
 
@@ -62,7 +61,7 @@ def loo_block(log_lik, first: int | None = None, r_eff=None) -> np.ndarray:
     ----------
     log_lik : array (S, m) or (chains, draws, m)
         All draws of m observations.  With chains, r_eff comes from the chain structure
-        (as `loo_adapt.core.psis.loo_pointwise`); without, r_eff is 1 unless given.
+        (as `loo_adapt.core.psis_loo.loo_pointwise`); without, r_eff is 1 unless given.
     first : int, optional
         Index of the block's first observation in the whole data set; used only to name
         observations in error messages (None: messages count columns of the block).

@@ -94,7 +94,7 @@ def _snis_parallel(lw, ll, prob1, r_eff, elpd, prob, mcse):
 def _snis_columns(lw, ll, prob1, r_eff):
     """Per column c of normalised log weights ``lw`` (S, C): elpd = log sum_s w_s l_s (as
     scipy's ``logsumexp``: max plus log of the shifted sum), P(y = 1) = sum_s w_s prob1_s,
-    and the MCSE of elpd as `loo_adapt.core.psis.mcse_elpd` (lognormal) computes it.
+    and the MCSE of elpd as `loo_adapt.core.psis_loo.mcse_elpd` (lognormal) computes it.
 
     Three row-wise passes per block of `_COL_BLOCK` columns (vectorised over columns,
     blocks across threads; one block runs in the calling thread) instead of several
@@ -171,14 +171,14 @@ def _check_prior(model, theta, hyper, ll_theta, draws) -> None:
 
 def psis_loo_prob(base, mu) -> np.ndarray:
     """P(y_i = 1 | y_-i) of plain PSIS: ``sum_s w_is sigmoid(mu_si)`` with the normalised
-    PSIS weights of ``base`` (a `loo_adapt.core.psis.PsisLoo` with ``log_weights``) and the
+    PSIS weights of ``base`` (a `loo_adapt.core.psis_loo.PsisLoo` with ``log_weights``) and the
     draws' logits ``mu`` (S, n)."""
     return np.sum(np.exp(base.log_weights) * expit(mu), axis=0)
 
 
 def adapt_loo(draws, model, *, base, khat_threshold: float | None = None,
               **options) -> PointwiseLoo:
-    """Adaptive IS for the observations of ``base`` (a `psis.PsisLoo`) above the threshold.
+    """Adaptive IS for the observations of ``base`` (a `psis_loo.PsisLoo`) above the threshold.
 
     Returns plain PSIS (``base``) merged with `adaptive_estimate` of those rows; the
     ``options`` are those of `adaptive_estimate` (default transforms: all five).
@@ -218,7 +218,7 @@ def adaptive_estimate(
     draws : `Draws` the model reads its parameter block from (``model.theta_from_draws``).
     model : a model family of `loo_adapt.models`.
     rows : observation indices to adapt.
-    base : plain PSIS of the draws (`loo_adapt.core.psis.PsisLoo`).
+    base : plain PSIS of the draws (`loo_adapt.core.psis_loo.PsisLoo`).
     transforms : names in `loo_adapt.transforms.TRANSFORMS`.
     rho : step sizes (Eq. 26); default 4**-r, r = 0..10.
     khat_threshold : default min(1 - 1/log10 S, 0.7).

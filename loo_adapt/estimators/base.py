@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from loo_adapt.core import psis as _psis_core
+from loo_adapt.core import psis_loo
 from loo_adapt.core._names import add_deprecated_aliases
 
 __all__ = ["Estimate", "RowDraws", "Estimator", "Context", "Stage", "run_stages", "rows_of",
@@ -276,7 +276,7 @@ def _row_records(row_draws, m: int) -> tuple:
 
 
 def psis_of_draws(draws, *, var_name: str | None = None, reff=None, weights: bool = True):
-    """Plain PSIS-LOO of `Draws` (`loo_adapt.core.psis.PsisLoo`).
+    """Plain PSIS-LOO of `Draws` (`loo_adapt.core.psis_loo.PsisLoo`).
 
     Parameters
     ----------
@@ -292,13 +292,13 @@ def psis_of_draws(draws, *, var_name: str | None = None, reff=None, weights: boo
     """
     log_lik = draws.log_lik(var_name)
     if draws.is_approximate:
-        return _psis_core.loo_pointwise_approximate(
+        return psis_loo.loo_pointwise_approximate(
             log_lik.reshape(draws.n_samples, -1), draws.log_ratio_offset(),
             r_eff=1.0 if reff is None else reff, weights=weights,
         )
     if draws.n_chains == 1 and reff is None:
         reff = 1.0
-    return _psis_core.loo_pointwise(log_lik, r_eff=reff, weights=weights)
+    return psis_loo.loo_pointwise(log_lik, r_eff=reff, weights=weights)
 
 
 class Estimator(Protocol):
@@ -364,7 +364,7 @@ class Context:
 
     @cached_property
     def base(self):
-        """Plain PSIS (`loo_adapt.core.psis.PsisLoo`): the base weights of every stage."""
+        """Plain PSIS (`loo_adapt.core.psis_loo.PsisLoo`): the base weights of every stage."""
         reff = self.r_eff
         if reff is None and "_mcmc_checks" not in self.__dict__:
             fused = self._base_and_checks()
@@ -388,7 +388,7 @@ class Context:
 
     def _base_and_checks(self):
         """`base` and `_mcmc_checks` from one pass of the PSIS kernel over the draws
-        (`loo_adapt.core.psis.loo_pointwise_checked`: the same numbers as r_eff and the R-hat
+        (`loo_adapt.core.psis_loo.loo_pointwise_checked`: the same numbers as r_eff and the R-hat
         check followed by PSIS), or None (no chains to compare, or a log-likelihood the
         separate calls must report on)."""
         if self._chain_log_lik is None:
@@ -396,7 +396,7 @@ class Context:
         from loo_adapt.core.convergence import MAX_RHAT
 
         try:
-            res, bad, rhat = _psis_core.loo_pointwise_checked(
+            res, bad, rhat = psis_loo.loo_pointwise_checked(
                 self._chain_log_lik, MAX_RHAT, weights=self.weights)
         except ValueError:  # the separate calls raise what the user should see
             return None

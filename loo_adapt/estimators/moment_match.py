@@ -17,7 +17,8 @@ from scipy.special import logsumexp
 
 from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core.fmt import comparison
-from loo_adapt.core.psis import mcse_elpd, pareto_k_threshold, psislw
+from loo_adapt.core.psis import pareto_k_threshold, psislw
+from loo_adapt.core.psis_loo import mcse_elpd
 
 __all__ = ["MomentMatchResult", "moment_match_loo"]
 

@@ -418,7 +418,7 @@ def to_elpd_data(
     Examples
     --------
     >>> import numpy as np
-    >>> from loo_adapt.core.psis import loo_pointwise
+    >>> from loo_adapt.core.psis_loo import loo_pointwise
     >>> from loo_adapt.estimators.psis import initial_result
     >>> ll = np.random.default_rng(0).normal(-1.0, 0.1, size=(2, 500, 5))
     >>> res = to_elpd_data(initial_result(loo_pointwise(ll)))
@@ -483,7 +483,7 @@ def pointwise_from_elpd_data(elpd) -> PointwiseLoo | None:
 
     Examples
     --------
-    >>> from loo_adapt.core.psis import loo_pointwise
+    >>> from loo_adapt.core.psis_loo import loo_pointwise
     >>> from loo_adapt.estimators.psis import initial_result
     >>> ll = np.random.default_rng(3).normal(-1.0, 0.1, (1, 300, 3))
     >>> res = initial_result(loo_pointwise(ll))
@@ -507,7 +507,7 @@ def khat_from_elpd_data(elpd) -> np.ndarray:
 
     Examples
     --------
-    >>> from loo_adapt.core.psis import loo_pointwise
+    >>> from loo_adapt.core.psis_loo import loo_pointwise
     >>> from loo_adapt.estimators.psis import initial_result
     >>> ll = np.random.default_rng(0).normal(-1.0, 0.1, size=(2, 500, 4))
     >>> res = initial_result(loo_pointwise(ll))

@@ -191,8 +191,8 @@ def psis_loo_lazy(obj, *, var_name: str = "log_lik", r_eff=None, obs_chunk: int 
 
     Returns
     -------
-    `loo_adapt.core.psis.PsisLoo` with pointwise arrays of length n and ``log_weights=None``;
-    the values equal `loo_adapt.core.psis.loo_pointwise` of the computed array.
+    `loo_adapt.core.psis_loo.PsisLoo` with pointwise arrays of length n and ``log_weights=None``;
+    the values equal `loo_adapt.core.psis_loo.loo_pointwise` of the computed array.
 
     Examples
     --------

@@ -10,7 +10,7 @@ import pytest
 
 from loo_adapt.core.chunked import FIELDS, from_blocks, loo_block
 from loo_adapt.core.ess import relative_eff
-from loo_adapt.core.psis import loo_pointwise
+from loo_adapt.core.psis_loo import loo_pointwise
 
 
 def _log_lik(shape, seed=0):

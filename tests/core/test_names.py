@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from loo_adapt.core._names import OLD_NAMES
-from loo_adapt.core.psis import loo_pointwise
+from loo_adapt.core.psis_loo import loo_pointwise
 from loo_adapt.estimators.psis import initial_result
 
 

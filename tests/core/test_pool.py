@@ -177,7 +177,7 @@ def test_psis_mcse_of_sum_sees_the_shared_draws():
     """PSIS rows reweigh the same posterior draws: over 80 replicate posterior samples the
     spread of the total matches `is_mcse_of_sum` of the PSIS weights, not the quadrature sum
     of the pointwise MCSEs (smaller here: the rows' errors are positively correlated)."""
-    from loo_adapt.core import psis as P
+    from loo_adapt.core import psis_loo
     from loo_adapt.core.pool import is_mcse_of_sum
 
     y, m_loo, truth, mix_p = _normal_mean()
@@ -185,7 +185,7 @@ def test_psis_mcse_of_sum_sees_the_shared_draws():
     tot, se, quad = [], [], []
     for _ in range(80):
         ll_post, _ = _draws(y, m_loo, mix_p, rng, 2000)
-        res = P.loo_pointwise(ll_post, warn=False)
+        res = psis_loo.loo_pointwise(ll_post, warn=False)
         tot.append(res.elpd_i.sum() - truth.sum())
         se.append(is_mcse_of_sum(res.log_weights, np.ones(y.size), chains=4))
         quad.append(np.sqrt(np.sum(res.mcse_elpd_i**2)))

@@ -22,14 +22,13 @@ from loo_adapt.core.ess import ess_rfun, relative_eff
 from loo_adapt.core.psis import (
     e_loo,
     gpdfit,
-    loo_pointwise,
-    mcse_elpd,
     pareto_k_category,
     pareto_k_threshold,
     psis_n_eff,
     psis_tail_length,
     psislw,
 )
+from loo_adapt.core.psis_loo import loo_pointwise, mcse_elpd
 from loo_adapt.estimators.psis import initial_result
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "psis_reference"

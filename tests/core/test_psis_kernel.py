@@ -16,13 +16,8 @@ from scipy.special import logsumexp
 
 from loo_adapt.core import psis
 from loo_adapt.core.ess import _autocov, _geyer_ess_numpy, _geyer_ess_serial
-from loo_adapt.core.psis import (
-    gpdfit,
-    loo_pointwise,
-    loo_pointwise_approximate,
-    psis_tail_length,
-    psislw,
-)
+from loo_adapt.core.psis import gpdfit, psis_tail_length, psislw
+from loo_adapt.core.psis_loo import loo_pointwise, loo_pointwise_approximate
 
 
 @pytest.fixture(params=["numba", "numpy"])
@@ -296,7 +291,7 @@ def test_checked_loo_counts_a_numpy_run_once(monkeypatch):
     separate calls, which ask again: the numpy twin's work is counted once against the
     budget that decides when compiling pays."""
     from loo_adapt.core import _compiled
-    from loo_adapt.core.psis import loo_pointwise_checked
+    from loo_adapt.core.psis_loo import loo_pointwise_checked
 
     monkeypatch.setattr(_compiled, "compiled", lambda dispatcher: False)
     monkeypatch.setattr(_compiled, "_numpy_cells", {})
@@ -353,7 +348,7 @@ def test_checked_loo_in_one_pass_equals_the_separate_calls(engine, shape):
     import arviz as az
 
     from loo_adapt.core.convergence import relative_eff_and_disagreement
-    from loo_adapt.core.psis import loo_pointwise_checked
+    from loo_adapt.core.psis_loo import loo_pointwise_checked
 
     rng = np.random.default_rng(23)
     c, d, m = shape
@@ -384,7 +379,7 @@ def test_checked_loo_in_one_pass_equals_the_separate_calls(engine, shape):
 
 
 def test_checked_loo_refuses_non_finite_values_as_loo_pointwise():
-    from loo_adapt.core.psis import loo_pointwise_checked
+    from loo_adapt.core.psis_loo import loo_pointwise_checked
 
     x = np.random.default_rng(3).normal(-1.0, 0.2, size=(2, 100, 70))
     x[1, 5, 66] = np.nan

@@ -80,7 +80,8 @@ def test_loglik_rowsum_and_column_matches_numpy():
 def test_snis_columns_matches_logsumexp_and_mcse_elpd(n_cols):
     from scipy.special import logsumexp
 
-    from loo_adapt.core.psis import mcse_elpd, psislw
+    from loo_adapt.core.psis import psislw
+    from loo_adapt.core.psis_loo import mcse_elpd
     from loo_adapt.estimators.adaptive import _snis_columns
 
     rng = np.random.default_rng(6)

@@ -16,7 +16,7 @@ import xarray as xr
 from scipy.stats import norm
 
 import loo_adapt
-from loo_adapt.core.psis import loo_pointwise
+from loo_adapt.core.psis_loo import loo_pointwise
 from loo_adapt.estimators.psis import initial_result
 from loo_adapt.evaluation.arviz import (
     arviz_major,

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import kstest, norm
 
 import loo_adapt
-from loo_adapt.core.psis import loo_pointwise
+from loo_adapt.core.psis_loo import loo_pointwise
 from loo_adapt.estimators.psis import initial_result
 from loo_adapt.evaluation.arviz import arviz_major, to_elpd_data
 from loo_adapt.expectations import e_loo_khat, e_loo_rows, loo_expectations, loo_pit, pit_rows

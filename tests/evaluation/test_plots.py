@@ -387,7 +387,7 @@ def test_thresholds_come_from_the_number_of_draws():
     assert [ln.get_ydata()[0] for ln in ax.lines] == pytest.approx([thr_1000])
     # a result computed from S = 1000 draws carries its threshold into every k-hat plot
     rng = np.random.default_rng(0)
-    from loo_adapt.core.psis import loo_pointwise
+    from loo_adapt.core.psis_loo import loo_pointwise
 
     r1000 = initial_result(loo_pointwise(rng.normal(-1, 0.5, (1, 1000, 30)), r_eff=1.0))
     r1000.candidates = [{"i": 0, "transform": "ll", "rho": 0.1, "khat": 0.5}]

@@ -13,7 +13,7 @@ import pytest
 
 import loo_adapt
 from loo_adapt.core.chunked import FIELDS
-from loo_adapt.core.psis import loo_pointwise
+from loo_adapt.core.psis_loo import loo_pointwise
 
 da = pytest.importorskip("dask.array")
 xr = pytest.importorskip("xarray")
