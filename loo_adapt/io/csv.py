@@ -183,7 +183,8 @@ class StanCsv:
             self._check_row_lengths()
         if use == cols:
             return values  # pandas' own block (transposed view): no copy
-        return values[:, [use.index(c) for c in cols]]
+        at = {c: k for k, c in enumerate(use)}  # a dict: list.index per column is quadratic
+        return values[:, [at[c] for c in cols]]
 
     def _check_row_lengths(self) -> None:
         """Slow path, run only when the last column has NaN: find rows with missing fields."""
@@ -234,7 +235,8 @@ class StanCsv:
             values = values[n_warm:]
         if order == cols:
             return values
-        return values[:, [order.index(c) for c in cols]]
+        at = {c: k for k, c in enumerate(order)}
+        return values[:, [at[c] for c in cols]]
 
 
 def read_csv(paths, method: str | None = None, *, var_names=None) -> Draws:
@@ -306,8 +308,10 @@ def read_csv(paths, method: str | None = None, *, var_names=None) -> Draws:
     counts = []
     for chain, f in enumerate(files):
         # same columns in another order: each file is read by its own positions of the names
-        block = f.read(sorted(f.names.index(n) for n in chosen))
-        pos = {n: k for k, n in enumerate(sorted(chosen, key=f.names.index))}
+        where = {n: i for i, n in enumerate(f.names)}  # (list.index per name: quadratic)
+        file_cols = sorted(where[n] for n in chosen)
+        block = f.read(file_cols)
+        pos = {f.names[c]: k for k, c in enumerate(file_cols)}
         counts.append(block.shape[0])
         if counts[-1] != counts[0]:
             detail = ", ".join(f"{os.path.basename(g.path)}: {g_n}"
