@@ -33,7 +33,6 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from loo_adapt.core._rhat_kernel import _screen_scratch
 from loo_adapt.core._sort import _insertion_sort, _sort_pairs_bucketed, _sorted_order
 from loo_adapt.core._status import (  # the kernels' shared status codes
     _ALL_NEG_INF,
@@ -48,7 +47,7 @@ from loo_adapt.core._vmath import exp_clamped, index_float
 from loo_adapt.core._vmath import expm1 as _expm1
 from loo_adapt.core._vmath import log as _log
 from loo_adapt.core._vmath import log1p as _log1p
-from loo_adapt.core.ess import _ess_direct_col, _rhat_of_row
+from loo_adapt.core.ess import _column_ess, _rhat_scratch
 from loo_adapt.core.gpd import gpdfit_sorted
 
 _TINY = 2.2250738585072014e-308  # smallest normal float64
@@ -322,11 +321,7 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
     lse_col = np.empty(block)
     stats = np.empty((4, block))
     fused = chk[0].shape[0] > 0  # r_eff and the R-hat check in the same pass (`_checks`)
-    h = a.shape[1] // 2
-    n_split = 2 * a.shape[0] * h if fused else 0
-    cscr = (np.empty(s_draws if fused else 0),
-            np.empty(n_split if fused and a.shape[1] % 2 == 1 else 0),
-            _screen_scratch(n_split))
+    cscr = (np.empty(s_draws if fused else 0), _rhat_scratch(a.shape[0], a.shape[1], fused))
     for b in range(b0, b1):
         j0 = b * block
         _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
@@ -375,21 +370,15 @@ def _checks(lr, lo, hi, n_chains, n_per, j, r_eff, tail_len, chk, cscr):
     largest direct lag) filled at j; a column whose Geyer sequence needs longer lags is
     marked ``long`` (the caller redoes it through the FFT)."""
     rhat, stuck, long, table, ratio, scale, max_lag = chk
-    row, sbuf, scratch = cscr
+    row, (sbuf, scratch) = cscr
     n = lr.shape[0]
     for s in range(n):
         row[s] = (0.0 - lr[s]) + 0.0
-    _rhat_of_row(row, n_chains, n_per, n_per // 2, lo, hi, table, ratio, sbuf, scratch, rhat,
-                 stuck, j)
-    ess = float(n)  # a constant likelihood: no MCMC error (as the ESS kernel)
-    long[j] = False
-    if hi != lo:
-        for s in range(n):
-            row[s] = exp_clamped(row[s] - hi)
-        ess, lng = _ess_direct_col(row, n_chains, n_per, scale, max_lag)
-        if lng:
-            long[j] = True
-            ess = float(n)  # a placeholder: the caller recomputes this column
+    ess, lng = _column_ess(row, n_chains, n_per, lo, hi, True, scale, max_lag, True, table,
+                           ratio, sbuf, scratch, rhat, stuck, j)
+    long[j] = lng
+    if lng:
+        ess = float(n)  # a placeholder: the caller recomputes this column
     r = ess / n
     r_eff[j] = r
     tail_len[j] = math.ceil(min(0.2 * n, 3.0 * math.sqrt(n / r)))

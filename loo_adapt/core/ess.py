@@ -319,6 +319,54 @@ def _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, scratch,
 
 
 @njit(cache=True, error_model="numpy")
+def _column_ess(row, n_chains, n_draws, lo, hi, log, scale, max_lag, check, table, ratio, sbuf,
+                scratch, rhat, stuck, j):  # pragma: no cover - compiled
+    """(ESS, long) of one finite chain-major column ``row`` (values between ``lo`` and
+    ``hi``; ``log``: of exp(row - hi), computed in place), after its rank R-hat and stuck
+    flag into ``rhat[j]``, ``stuck[j]`` when ``check``.  A constant column has ESS = its
+    size (no MCMC error; R: 0 / 0); ``long``: Geyer's sequence needs lags beyond
+    ``max_lag`` (the caller takes the FFT for it).  Shared by `_ess_direct_block` and the
+    PSIS kernel's one pass (`core._psis_kernel._checks`)."""
+    if check:
+        _rhat_of_row(row, n_chains, n_draws, n_draws // 2, lo, hi, table, ratio, sbuf, scratch,
+                     rhat, stuck, j)
+    s = row.shape[0]
+    if hi == lo:
+        return float(s), False
+    if log:
+        for r in range(s):
+            row[r] = exp_clamped(row[r] - hi)
+    return _ess_direct_col(row, n_chains, n_draws, scale, max_lag)
+
+
+@njit(cache=True)
+def _rhat_scratch(n_chains, n_draws, check):  # pragma: no cover - compiled
+    """`_column_ess`'s R-hat scratch for chains of ``n_draws`` (one set per thread's share
+    of columns; empty without ``check``): the split draws of odd-length chains, and the
+    screen's arrays."""
+    n_split = 2 * n_chains * (n_draws // 2) if check else 0
+    return (np.empty(n_split if n_draws % 2 == 1 else 0), _screen_scratch(n_split))
+
+
+def _direct_params(n_chains: int, n_draws: int, rhat_at: float | None):
+    """(FFT scale, largest direct lag, screen ratio, Blom scores) of the direct ESS kernel
+    for chains of ``n_draws`` (ratio -1 and no scores without an R-hat threshold)."""
+    h = n_draws // 2
+    check = rhat_at is not None
+    return (fft_next_good_size(n_draws) / n_draws**2, int(min(MAX_DIRECT_LAG, n_draws)),
+            float(screen_ratio(h, rhat_at)) if check else -1.0,
+            _score_table(2 * n_chains * h) if check else np.empty(0))
+
+
+def _long_columns_ess(a: np.ndarray, cols: np.ndarray, log: bool) -> np.ndarray:
+    """ESS of the columns ``cols`` of ``a`` (chains, draws, n) through the FFT (those whose
+    Geyer sequence the direct kernel cannot finish), of exp(x - max) for log values."""
+    sub = np.ascontiguousarray(a[:, :, cols])
+    shift = sub.max(axis=(0, 1), keepdims=True) if log else None
+    return _ess_columns(sub, shift=shift, engine="numpy")
+
+
+@njit(cache=True, error_model="numpy")
 def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status, ratio, table, rhat, stuck):
     """Columns j0..j1 of x (chains, draws, n): checks, exp(x - max) for log values, and the
     ESS, through one (j1 - j0, S) buffer.  x is read in tiles of `_TILE_ROWS` draws whose
@@ -340,10 +388,7 @@ def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status, ratio, table,
                 for t in range(t0, t1):
                     dst[t] = src[t] + 0.0  # -0.0 -> 0.0 (the R-hat screen's buckets)
     check = rhat.shape[0] > 0
-    h = n_draws // 2
-    n_split = 2 * n_chains * h if check else 0
-    sbuf = np.empty(n_split if n_draws % 2 == 1 else 0)
-    scratch = _screen_scratch(n_split)
+    sbuf, scratch = _rhat_scratch(n_chains, n_draws, check)
     for k in range(w):
         j = j0 + k
         row = buf[k]
@@ -372,17 +417,8 @@ def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status, ratio, table,
                 rhat[j] = np.nan
                 stuck[j] = False
             continue
-        if check:
-            _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, scratch, rhat,
-                         stuck, j)
-        if hi == lo:
-            # a constant likelihood gives constant ratios: no MCMC error (R: 0 / 0)
-            out[j] = s
-            continue
-        if log:
-            for r in range(s):
-                row[r] = exp_clamped(row[r] - hi)
-        ess, long = _ess_direct_col(row, n_chains, n_draws, scale, max_lag)
+        ess, long = _column_ess(row, n_chains, n_draws, lo, hi, log, scale, max_lag, check,
+                                table, ratio, sbuf, scratch, rhat, stuck, j)
         out[j] = ess
         if long:
             status[j] = _LONG
@@ -411,17 +447,14 @@ def _ess_fast(a: np.ndarray, log: bool, rhat_at: float | None = None):
         return None
     out = np.empty(n_cols)
     status = np.empty(n_cols, dtype=np.int64)
-    m = fft_next_good_size(n_draws)
     block = max(1, min(_COLS, -(-n_cols // max(1, numba.get_num_threads()))))
-    h = n_draws // 2
     check = rhat_at is not None
-    ratio = screen_ratio(h, rhat_at) if check else -1.0
-    table = _score_table(2 * n_chains * h) if check else np.empty(0)
+    scale, max_lag, ratio, table = _direct_params(n_chains, n_draws, rhat_at)
     rhat = np.empty(n_cols if check else 0)
     stuck = np.zeros(n_cols if check else 0, dtype=np.bool_)
     with np.errstate(invalid="ignore", divide="ignore"):
-        _ess_direct(a, bool(log), m / n_draws**2, min(MAX_DIRECT_LAG, n_draws), block, out,
-                    status, ratio, table, rhat, stuck)
+        _ess_direct(a, bool(log), scale, max_lag, block, out, status, ratio, table, rhat,
+                    stuck)
     for code, msg in ((_NAN, "x contains NaN"), (_POSINF, "log values contain +inf"),
                       (_ALL_NEGINF, "a column of log values is -inf for every draw"),
                       (_NONFINITE, "x contains non-finite values (pass log values with "
@@ -430,9 +463,7 @@ def _ess_fast(a: np.ndarray, log: bool, rhat_at: float | None = None):
             raise ValueError(msg)
     long = np.flatnonzero(status == _LONG)
     if long.size:
-        sub = np.ascontiguousarray(a[:, :, long])
-        shift = sub.max(axis=(0, 1), keepdims=True) if log else None
-        out[long] = _ess_columns(sub, shift=shift, engine="numpy")
+        out[long] = _long_columns_ess(a, long, log)
     return (out, rhat, stuck) if check else out
 
 

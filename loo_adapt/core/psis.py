@@ -226,14 +226,19 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
 
         a2 = a3.reshape(n_draws, n_obs)  # a copy only for a strided 3-D view (small here)
         return psis_numpy(a2, corr, lpd_off, loo, tail_len, r_eff, normalize, write)
-    out_lw = np.empty((n_draws, n_obs) if write else (0, 0))
-    khat = np.empty(n_obs)
-    status = np.empty(n_obs, dtype=np.int64)
-    m = n_obs if loo else 0
-    elpd, lpd, mcse, n_eff = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
+    out_lw, khat, status, elpd, lpd, mcse, n_eff = _outputs(n_draws, n_obs, loo, write)
     _kernel(a3, corr, lpd_off, loo, tail_len, r_eff, normalize, write, out_lw, khat, status,
             elpd, lpd, mcse, n_eff, _NO_CHECKS)
     return (out_lw if write else None), khat, status, elpd, lpd, mcse, n_eff
+
+
+def _outputs(n_draws, n_obs, loo, write):
+    """The kernel's output arrays: log weights ((S, n) when ``write``), khat, status, and
+    (``loo``) elpd, lpd, MCSE, n_eff."""
+    m = n_obs if loo else 0
+    return (np.empty((n_draws, n_obs) if write else (0, 0)), np.empty(n_obs),
+            np.empty(n_obs, dtype=np.int64), np.empty(m), np.empty(m), np.empty(m),
+            np.empty(m))
 
 
 #: the kernel's ``chk`` argument when it runs no checks (the types of a real one)
@@ -262,32 +267,26 @@ def _run_checked(a3, write, max_rhat):
     draws) with r_eff computed from the chains and the R-hat check, all in the kernel's one
     pass (`_psis_kernel._checks`); None when the numpy engine would run (the caller then
     makes the separate calls).  Returns `_run`'s tuple + (r_eff, rhat, stuck)."""
-    from loo_adapt.core._rhat_kernel import _score_table, screen_ratio
-    from loo_adapt.core.ess import MAX_DIRECT_LAG, _ess_columns, fft_next_good_size
+    from loo_adapt.core.ess import _direct_params, _long_columns_ess
 
     n_chains, n_per, n_obs = a3.shape
     n_draws = n_chains * n_per
     if _engine(n_draws, n_obs, False) == "numpy":  # not counted: the fallback asks again
         return None
-    h = n_per // 2
-    chk = (np.empty(n_obs), np.zeros(n_obs, np.bool_), np.zeros(n_obs, np.bool_),
-           _score_table(2 * n_chains * h), float(screen_ratio(h, max_rhat)),
-           fft_next_good_size(n_per) / n_per**2, int(min(MAX_DIRECT_LAG, n_per)))
+    scale, max_lag, ratio, table = _direct_params(n_chains, n_per, max_rhat)
+    chk = (np.empty(n_obs), np.zeros(n_obs, np.bool_), np.zeros(n_obs, np.bool_), table, ratio,
+           scale, max_lag)
     r_eff = np.ones(n_obs)
     tail_len = np.empty(n_obs, np.int64)
-    out_lw = np.empty((n_draws, n_obs) if write else (0, 0))
-    khat, status = np.empty(n_obs), np.empty(n_obs, dtype=np.int64)
-    elpd, lpd, mcse, n_eff = (np.empty(n_obs) for _ in range(4))
+    out_lw, khat, status, elpd, lpd, mcse, n_eff = _outputs(n_draws, n_obs, True, write)
     with np.errstate(invalid="ignore", divide="ignore"):
         _kernel(a3, np.zeros(n_draws), np.empty(0), True, tail_len, r_eff, True, write, out_lw,
                 khat, status, elpd, lpd, mcse, n_eff, chk)
     rhat, stuck, long = chk[0], chk[1], chk[2]
     cols = np.flatnonzero(long & (status != _BAD))
     if cols.size:  # Geyer's sequence past the direct lags: the FFT, then PSIS again
-        sub = np.ascontiguousarray(a3[:, :, cols])
-        r_eff[cols] = _ess_columns(sub, shift=sub.max(axis=(0, 1), keepdims=True),
-                                   engine="numpy") / n_draws
-        again = _run(sub, np.zeros(n_draws), True, r_eff[cols], True, write)
+        r_eff[cols] = _long_columns_ess(a3, cols, True) / n_draws
+        again = _run(a3[:, :, cols], np.zeros(n_draws), True, r_eff[cols], True, write)
         for full, part in zip((out_lw.T if write else None, khat, status, elpd, lpd, mcse,
                                n_eff), again):
             if full is not None:
