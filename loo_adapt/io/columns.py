@@ -367,7 +367,7 @@ def _variable(values: np.ndarray, cols, shape: tuple, view: bool) -> np.ndarray:
     """One variable's (chains, draws, *shape) array from its columns of ``values``: a
     read-only view when ``view`` and the columns are a run, else a C-contiguous copy."""
     part = _take(values, cols)
-    if view and np.shares_memory(part, values):
+    if view and np.may_share_memory(part, values):  # a slice, not a fancy-index copy
         part = part.view()
         part.setflags(write=False)
         return part.reshape(values.shape[:2] + shape)
