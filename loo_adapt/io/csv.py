@@ -1,8 +1,10 @@
 """Stan CSV files: the reader (only the columns asked for) and the writer.
 
 The reader takes the header comments (CmdStan's settings) and the column names itself and
-hands the data rows to pandas' C parser with ``usecols``, so reading the log-likelihood of a
-wide file does not convert every parameter. Files are recognised by their content: gzip by
+streams the data rows through a compiled parser (`_csv_kernel`: correctly rounded, as
+Python's ``float``; files in threads) into the variables' arrays, converting only the
+columns asked for; before that kernel is compiled, a small read uses pandas' C parser with
+``usecols`` instead (the same numbers). Files are recognised by their content: gzip by
 its magic bytes (not the ``.gz`` name), a UTF-8 byte-order mark and non-UTF-8 (e.g. latin-1)
 comment lines are accepted, binary content is a one-line error naming the file.
 """
@@ -17,17 +19,19 @@ import pathlib
 import re
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from loo_adapt.core._compiled import use_numba
 from loo_adapt.draws import Draws, _truthy
 
+from . import _csv_kernel
 from .columns import (
     CMDSTAN_METHOD,
     DENSITY_COLUMNS,
     MCMC_STATS,
     STAN_METHODS,
-    _take,
     assemble_parts,
     column_plan,
     method_from_columns,
@@ -38,6 +42,10 @@ from .columns import (
 __all__ = ["read_csv", "write_stan_csv"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
+#: bytes the compiled reader reads at a time
+_CHUNK = 1 << 24
+#: values in one block of parsed rows (rows x columns)
+_BLOCK_VALUES = 1 << 20
 
 
 def _natural_key(path: str):
@@ -114,10 +122,12 @@ class StanCsv:
         comments: list[str] = []
         header = None
         n_lines = 0
+        offset = 0
         fh, self.gzip = _open_binary(path)
         with fh:
             for raw in fh:
                 n_lines += 1
+                offset += len(raw)
                 line = _decode(raw)
                 if line.startswith("#"):
                     comments.append(line)
@@ -127,6 +137,7 @@ class StanCsv:
         if header is None:
             raise ValueError(f"{path} is not a Stan CSV file: no header line (empty file?)")
         self.skip = n_lines  # raw lines up to and including the header
+        self.data_offset = offset  # bytes (uncompressed) up to and including the header
         self.names = [h.strip() for h in header.split(",")]
         if not all(self.names) or any(" " in n for n in self.names):
             raise ValueError(
@@ -202,41 +213,139 @@ class StanCsv:
                         f"{self.path}, line {lineno}: {n} values for {len(self.names)} columns"
                     )
 
-    def read(self, cols: list[int]) -> np.ndarray:
-        """Values (draws, len(cols)) of the draw rows: warm-up and the ADVI mean row dropped."""
-        stats = [i for i, n in enumerate(self.names) if n.endswith("__")]
-        values = self._parse(sorted(set(cols) | set(stats)))
-        order = sorted(set(cols) | set(stats))
-        if values.shape[0] == 0:
-            raise ValueError(f"{self.path} has a header but no draws")
+    def _drop(self) -> int:
+        """Leading data rows that are not draws: warm-up (save_warmup) or the ADVI mean row."""
         if self.stan_method == "variational":
-            # the first row is the mean of the approximation, written with lp__ = log_p__ =
-            # log_g__ = 0; it is not a draw
-            first = {self.names[c]: values[0, k] for k, c in enumerate(order)}
-            if any(first.get(k, 0.0) != 0.0 for k in ("lp__", "log_p__", "log_g__")):
-                warnings.warn(
-                    f"{self.path}: the first ADVI row does not look like the approximation's "
-                    "mean (lp__/log_p__/log_g__ not all 0); dropping it anyway as CmdStan "
-                    "writes it",
-                    UserWarning,
-                    stacklevel=4,
-                )
-            values = values[1:]
-            if values.shape[0] == 0:
-                raise ValueError(f"{self.path} holds only the ADVI mean row, no draws")
-        elif self.stan_method == "sample" and _truthy(self.config.get("save_warmup")):
+            return 1
+        if self.stan_method == "sample" and _truthy(self.config.get("save_warmup")):
             thin = max(int(float(self.config.get("thin", 1))), 1)
-            n_warm = math.ceil(int(float(self.config.get("num_warmup", 0))) / thin)
-            if values.shape[0] <= n_warm:
-                raise ValueError(
-                    f"{self.path} has {values.shape[0]} rows but save_warmup=true with "
-                    f"{n_warm} warm-up rows: no post-warm-up draws"
-                )
-            values = values[n_warm:]
+            return math.ceil(int(float(self.config.get("num_warmup", 0))) / thin)
+        return 0
+
+    def max_draws(self) -> int:
+        """An upper bound of the draw rows: lines after the header (CmdStan's few comment
+        lines among them) less the rows `blocks` drops.  Counting newlines is memchr-fast;
+        rows allocated beyond the true count are never written, so never resident."""
+        lines = 0
+        last = b"\n"
+        fh, _ = _open_binary(self.path)
+        with fh:
+            fh.seek(self.data_offset)
+            while chunk := fh.read(_CHUNK):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        lines += last != b"\n"
+        return max(lines - self._drop(), 0)
+
+    def blocks(self, cols: list[int], compiled: bool):
+        """The draw rows, in successive blocks (rows, len(cols)) whose columns are
+        ``cols`` in that order: warm-up and the ADVI mean row dropped.  ``compiled``: the
+        compiled parser (else pandas').  A block may be a buffer the next one overwrites:
+        copy it before asking for the next."""
+        rows = self._compiled_rows(cols) if compiled else iter([self._pandas_rows(cols)])
+        drop = self._drop()
+        seen = 0
+        for block in rows:
+            if seen == 0 and self.stan_method == "variational" and len(block):
+                self._check_advi_mean(block[0], cols)
+            skip = min(max(drop - seen, 0), len(block))
+            seen += len(block)
+            if skip < len(block):
+                yield block[skip:]
+        if seen == 0:
+            raise ValueError(f"{self.path} has a header but no draws")
+        if seen <= drop:
+            if self.stan_method == "variational":
+                raise ValueError(f"{self.path} holds only the ADVI mean row, no draws")
+            raise ValueError(
+                f"{self.path} has {seen} rows but save_warmup=true with {drop} warm-up "
+                "rows: no post-warm-up draws"
+            )
+
+    def _check_advi_mean(self, first: np.ndarray, cols: list[int]) -> None:
+        # the first row is the mean of the approximation, written with lp__ = log_p__ =
+        # log_g__ = 0; it is not a draw
+        values = {self.names[c]: first[k] for k, c in enumerate(cols)}
+        if any(values.get(k, 0.0) != 0.0 for k in ("lp__", "log_p__", "log_g__")):
+            warnings.warn(
+                f"{self.path}: the first ADVI row does not look like the approximation's "
+                "mean (lp__/log_p__/log_g__ not all 0); dropping it anyway as CmdStan "
+                "writes it",
+                UserWarning,
+                stacklevel=5,
+            )
+
+    def _pandas_rows(self, cols: list[int]) -> np.ndarray:
+        order = sorted(set(cols))
+        values = self._parse(order)
         if order == cols:
             return values
         at = {c: k for k, c in enumerate(order)}
         return values[:, [at[c] for c in cols]]
+
+    def _compiled_rows(self, cols: list[int]):
+        """All data rows by the compiled parser, streamed through a fixed byte buffer."""
+        k = _csv_kernel
+        n_fields = len(self.names)
+        colmap = np.full(n_fields, -1, dtype=np.int64)
+        colmap[np.asarray(cols, dtype=np.intp)] = np.arange(len(cols))
+        out = np.empty((max(1, min(1024, _BLOCK_VALUES // max(len(cols), 1))), len(cols)))
+        tokens = np.empty((max(4096, 2 * n_fields + 2), 4), dtype=np.int64)
+        scratch = k.line_scratch(n_fields)
+        pad = k.PAD  # the parser's sentinel and 8-byte reads past the end
+        buf = np.empty(_CHUNK + pad, dtype=np.uint8)
+        filled = start = row = 0
+        line_no = self.skip  # lines before buf[start]
+        eof = False
+        fh, _ = _open_binary(self.path)
+        with fh:
+            fh.seek(self.data_offset)
+            while True:
+                if not eof and start == 0 and filled < len(buf) - pad:
+                    got = fh.readinto(memoryview(buf)[filled:-pad])
+                    eof = not got
+                    filled += got or 0
+                    if not eof:
+                        continue  # fill the buffer before parsing
+                pos, row, n_tok, lines, status = k.parse_rows(
+                    buf, start, filled, eof, colmap, out, row, tokens, scratch)
+                for r, c, s, e in tokens[:n_tok]:
+                    out[r, c] = self._token(buf, int(s), int(e), start, line_no)
+                line_no += lines
+                if status == k.PARSE_FIELDS:
+                    end = int(buf[pos:filled].tobytes().find(b"\n"))
+                    line = buf[pos:filled if end < 0 else pos + end].tobytes()
+                    raise ValueError(
+                        f"{self.path}, line {line_no + 1}: {line.count(b',') + 1} values "
+                        f"for {n_fields} columns"
+                    )
+                if status == k.PARSE_OUT_FULL or (eof and pos >= filled and row):
+                    yield out[:row]
+                    row = 0
+                start = pos
+                if eof and pos >= filled:
+                    return
+                if status == k.PARSE_OK:  # the rest is a partial line: move it to the front
+                    rest = filled - pos
+                    if rest == len(buf) - pad:  # a line longer than the buffer
+                        buf = np.concatenate([buf, np.empty(len(buf) - pad, np.uint8)])
+                    buf[:rest] = buf[pos:filled]
+                    filled, start = rest, 0
+
+    def _token(self, buf: np.ndarray, s: int, e: int, start: int, line_no: int) -> float:
+        """A value the compiled parser left: Python's float, which rounds correctly
+        (``line_no`` lines precede ``buf[start]``, to name the line of a bad value)."""
+        text = buf[s:e].tobytes()
+        try:
+            if b"_" in text:  # Python's float reads 1_000; a CSV number has no "_"
+                raise ValueError
+            return float(text)
+        except ValueError:
+            shown = text.decode("utf-8", "replace").strip()
+            line = line_no + 1 + buf[start:s].tobytes().count(b"\n")
+            raise ValueError(
+                f"{self.path}, line {line}: malformed data rows ({shown!r} is not a number)"
+            ) from None
 
 
 def read_csv(paths, method: str | None = None, *, var_names=None) -> Draws:
@@ -300,38 +409,67 @@ def read_csv(paths, method: str | None = None, *, var_names=None) -> Draws:
     cols = select_columns(names, var_names)
     chosen = [names[c] for c in cols]
     stat_cols, plan = column_plan(chosen)
-    # each file's values go straight into the variables' own (chains, draws, ...) arrays,
-    # allocated once the first file gives the number of draws; a file's parsed block is
-    # dropped before the next is read (no stack of all chains, no second copy)
-    variables: dict[str, np.ndarray] = {}
-    stats: dict[str, np.ndarray] = {}
-    counts = []
-    for chain, f in enumerate(files):
+    # each file's rows go straight into the variables' own (chains, draws, ...) arrays,
+    # allocated from the first file's row count; a parsed block is a small buffer whose
+    # columns follow the variables (so each goes over as one slice), no file is held whole
+    layout = [(b, c) for b, (_, c) in plan.items()] + [(k, [c]) for k, c in stat_cols.items()]
+    size = sum(os.path.getsize(f.path) * (4 if f.gzip else 1) for f in files)
+    compiled = use_numba(_csv_kernel._parse_rows_impl, size // 10)
+    n_draws = files[0].max_draws()
+    variables = {b: np.empty((len(files), n_draws, len(c))) for b, (_, c) in plan.items()}
+    stats = {k: np.empty((len(files), n_draws)) for k in stat_cols}
+    dests = [variables[b] if b in variables else stats[b] for b, _ in layout]
+
+    def fill(chain: int) -> int:
+        f = files[chain]
         # same columns in another order: each file is read by its own positions of the names
         where = {n: i for i, n in enumerate(f.names)}  # (list.index per name: quadratic)
-        file_cols = sorted(where[n] for n in chosen)
-        block = f.read(file_cols)
-        pos = {f.names[c]: k for k, c in enumerate(file_cols)}
-        counts.append(block.shape[0])
-        if counts[-1] != counts[0]:
-            detail = ", ".join(f"{os.path.basename(g.path)}: {g_n}"
-                               for g, g_n in zip(files, counts))
-            raise ValueError(f"chains have different numbers of draws ({detail}, ...)")
-        if chain == 0:
-            n_draws = block.shape[0]
-            variables = {b: np.empty((len(files), n_draws, len(c))) for b, (_, c) in plan.items()}
-            stats = {k: np.empty((len(files), n_draws)) for k in stat_cols}
-        for b, (_, c) in plan.items():
-            idx = [pos[chosen[k]] for k in c]
-            variables[b][chain] = _take(block, idx)
-        for k, c in stat_cols.items():
-            stats[k][chain] = block[:, pos[chosen[c]]]
-        del block
+        file_cols = [where[chosen[k]] for _, c in layout for k in c]
+        row = 0
+        for block in f.blocks(file_cols, compiled):
+            keep = block[:max(n_draws - row, 0)]  # rows past the first file's: counted only
+            at = 0
+            for dest, (_, c) in zip(dests, layout):
+                part = keep[:, at:at + len(c)]
+                dest[chain, row:row + len(keep)] = part if dest.ndim == 3 else part[:, 0]
+                at += len(c)
+            row += len(block)
+        return row
+
+    # the compiled parser releases the GIL: files are parsed in threads, each into its
+    # own chain of the shared arrays
+    threads = min(_threads(), len(files)) if compiled else 1
+    if threads > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            counts = list(pool.map(fill, range(len(files))))
+    else:
+        counts = [fill(chain) for chain in range(len(files))]
+    if counts[0] < n_draws:  # CmdStan's comment lines were counted as rows
+        n_draws = counts[0]
+        variables = {b: v[:, :n_draws] for b, v in variables.items()}
+        stats = {k: v[:, :n_draws] for k, v in stats.items()}
+    if len(set(counts)) > 1:
+        bad = next(k for k, n in enumerate(counts) if n != counts[0])
+        _draw_count_error(files, counts[:bad + 1], bad)
     variables = {b: v.reshape(v.shape[:2] + plan[b][0]) for b, v in variables.items()}
     source = "Stan CSV: " + ", ".join(f.path for f in files)
     if found == "other":
         source += " (optimize: the mode as a single draw)"
     return assemble_parts(variables, stats, found, source, files[0].config, n_draws=counts[0])
+
+
+def _threads() -> int:
+    """Threads for parsing files: numba's thread count (NUMBA_NUM_THREADS), as the
+    kernels use."""
+    import numba
+
+    return int(numba.get_num_threads())
+
+
+def _draw_count_error(files, counts, chain):
+    detail = ", ".join(f"{os.path.basename(g.path)}: {n}" for g, n in zip(files, counts))
+    more = ", ..." if chain + 1 < len(files) else ""
+    raise ValueError(f"chains have different numbers of draws ({detail}{more})")
 
 
 # ---------------------------------------------------------------------------------------------
