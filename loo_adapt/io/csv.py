@@ -43,9 +43,9 @@ __all__ = ["read_csv", "write_stan_csv"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 #: bytes the compiled reader reads at a time
-_CHUNK = 1 << 24
+_CHUNK = 1 << 22
 #: values in one block of parsed rows (rows x columns)
-_BLOCK_VALUES = 1 << 20
+_BLOCK_VALUES = 1 << 18
 
 
 def _natural_key(path: str):
@@ -213,6 +213,12 @@ class StanCsv:
                         f"{self.path}, line {lineno}: {n} values for {len(self.names)} columns"
                     )
 
+    def _chunk(self) -> int:
+        """Bytes read at a time: `_CHUNK`, or a sixteenth of a small file (so a reader's
+        buffers stay a small part of the values it reads, file by file)."""
+        size = os.path.getsize(self.path) * (4 if self.gzip else 1)
+        return min(_CHUNK, max(size // 16, 1 << 12))
+
     def _drop(self) -> int:
         """Leading data rows that are not draws: warm-up (save_warmup) or the ADVI mean row."""
         if self.stan_method == "variational":
@@ -223,19 +229,23 @@ class StanCsv:
         return 0
 
     def max_draws(self) -> int:
-        """An upper bound of the draw rows: lines after the header (CmdStan's few comment
-        lines among them) less the rows `blocks` drops.  Counting newlines is memchr-fast;
-        rows allocated beyond the true count are never written, so never resident."""
-        lines = 0
+        """The draw rows, counted without parsing: lines after the header that do not
+        start with ``#``, less the rows `blocks` drops; an upper bound when the file has
+        blank lines.  Newlines are counted at memchr speed; the slower count of lines
+        starting with ``#`` runs only on the chunks that hold a ``#`` (in CmdStan's files,
+        the first and the last)."""
+        lines = comments = 0
         last = b"\n"
         fh, _ = _open_binary(self.path)
         with fh:
             fh.seek(self.data_offset)
-            while chunk := fh.read(_CHUNK):
+            while chunk := fh.read(self._chunk()):
                 lines += chunk.count(b"\n")
+                if b"#" in chunk:
+                    comments += chunk.count(b"\n#") + (last == b"\n" and chunk[:1] == b"#")
                 last = chunk[-1:]
         lines += last != b"\n"
-        return max(lines - self._drop(), 0)
+        return max(lines - comments - self._drop(), 0)
 
     def blocks(self, cols: list[int], compiled: bool):
         """The draw rows, in successive blocks (rows, len(cols)) whose columns are
@@ -289,11 +299,13 @@ class StanCsv:
         n_fields = len(self.names)
         colmap = np.full(n_fields, -1, dtype=np.int64)
         colmap[np.asarray(cols, dtype=np.intp)] = np.arange(len(cols))
-        out = np.empty((max(1, min(1024, _BLOCK_VALUES // max(len(cols), 1))), len(cols)))
+        chunk = self._chunk()
+        block_values = min(_BLOCK_VALUES, chunk // 8)  # as many bytes as the text buffer
+        out = np.empty((max(1, min(1024, block_values // max(len(cols), 1))), len(cols)))
         tokens = np.empty((max(4096, 2 * n_fields + 2), 4), dtype=np.int64)
         scratch = k.line_scratch(n_fields)
         pad = k.PAD  # the parser's sentinel and 8-byte reads past the end
-        buf = np.empty(_CHUNK + pad, dtype=np.uint8)
+        buf = np.empty(chunk + pad, dtype=np.uint8)
         filled = start = row = 0
         line_no = self.skip  # lines before buf[start]
         eof = False
@@ -444,10 +456,10 @@ def read_csv(paths, method: str | None = None, *, var_names=None) -> Draws:
             counts = list(pool.map(fill, range(len(files))))
     else:
         counts = [fill(chain) for chain in range(len(files))]
-    if counts[0] < n_draws:  # CmdStan's comment lines were counted as rows
+    if counts[0] < n_draws:  # blank lines were counted as rows
         n_draws = counts[0]
-        variables = {b: v[:, :n_draws] for b, v in variables.items()}
-        stats = {k: v[:, :n_draws] for k, v in stats.items()}
+        variables = {b: _compact(v, n_draws) for b, v in variables.items()}
+        stats = {k: _compact(v, n_draws) for k, v in stats.items()}
     if len(set(counts)) > 1:
         bad = next(k for k, n in enumerate(counts) if n != counts[0])
         _draw_count_error(files, counts[:bad + 1], bad)
@@ -456,6 +468,22 @@ def read_csv(paths, method: str | None = None, *, var_names=None) -> Draws:
     if found == "other":
         source += " (optimize: the mode as a single draw)"
     return assemble_parts(variables, stats, found, source, files[0].config, n_draws=counts[0])
+
+
+def _compact(a: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` draws of each chain of ``a`` (chains, draws, ...), C-contiguous,
+    moved to the front of ``a``'s own buffer (no second array): rows move in blocks no
+    longer than the gap between a block and its source, in ascending order, so no block
+    overwrites rows still to be read."""
+    chains, n_up = a.shape[:2]
+    flat = a.reshape(chains, n_up, -1)
+    k = flat.shape[2]
+    out = flat.reshape(-1)[:chains * n * k].reshape(chains, n, k)
+    step = max(n_up - n, 1)
+    for c in range(1, chains):
+        for r in range(0, n, step):
+            out[c, r:r + step] = flat[c, r:r + step]
+    return out.reshape((chains, n) + a.shape[2:])
 
 
 def _threads() -> int:

@@ -212,3 +212,17 @@ def test_chains_of_different_lengths(tmp_path, monkeypatch, threads):
         read_csv(paths)
     with pytest.raises(ValueError, match=r"different numbers of draws \(a.csv: 9, c.csv: 10"):
         read_csv([paths[0], paths[2]])
+
+
+def test_blank_lines_leave_contiguous_draws(tmp_path, monkeypatch):
+    """Blank lines make the first file's row count an overestimate: the chains are moved
+    together in the same buffer, C-contiguous, with every value where it belongs."""
+    rows = [_rows(s) for s in (1, 2, 3)]
+    paths = [_stan_csv(tmp_path, f"b{k}.csv", r, blank=True) for k, r in enumerate(rows)]
+    monkeypatch.setattr(csv_mod, "use_numba", lambda *a, **k: True)
+    d = read_csv(paths)
+    expect = np.array([[[float(x) for x in r[2:4]] for r in chain] for chain in rows])
+    assert d["log_lik"].flags["C_CONTIGUOUS"] and d.sample_stats["lp__"].flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(d["log_lik"], expect)
+    np.testing.assert_array_equal(d.sample_stats["lp__"],
+                                  [[float(r[0]) for r in chain] for chain in rows])
