@@ -426,7 +426,9 @@ def read_csv(paths, method: str | None = None, *, var_names=None) -> Draws:
     # columns follow the variables (so each goes over as one slice), no file is held whole
     layout = [(b, c) for b, (_, c) in plan.items()] + [(k, [c]) for k, c in stat_cols.items()]
     size = sum(os.path.getsize(f.path) * (4 if f.gzip else 1) for f in files)
-    compiled = use_numba(_csv_kernel._parse_rows_impl, size // 10)
+    # compiled when cached, else once the text is large enough that compiling (about 2 s)
+    # costs less than pandas' slower parse: ~512 MB, as `use_numba`'s cells (64 bytes each)
+    compiled = use_numba(_csv_kernel._parse_rows_impl, size // 64)
     n_draws = files[0].max_draws()
     variables = {b: np.empty((len(files), n_draws, len(c))) for b, (_, c) in plan.items()}
     stats = {k: np.empty((len(files), n_draws)) for k in stat_cols}
