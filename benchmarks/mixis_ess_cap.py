@@ -13,10 +13,15 @@ the rows with truth:
   direction of the fit moves (a row's own functional can look well mixed while a slow
   direction, a horseshoe's global scale, has not been explored).
 
+- with ``--by-khat``, also by the Pareto k-hat of each row's own MixIS log weights crossed
+  with Kish ESS (a heavy right tail of the weights would bias log(mean) upwards in the
+  typical run, which a variance-based MCSE misses: the rows it flags should carry the error).
+
 No rule is taken from this: it shows where the error sits; a rule would be chosen on the
 choose half (rms z in [0.8, 1.25] on each benchmark) and reported on the report half.
 
     python benchmarks/mixis_ess_cap.py [--half choose|report|all] [--benchmarks ...] [--partial]
+                                       [--by-khat]
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import benchmark_names, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.core.convergence import ess_bulk_columns  # noqa: E402
+from loo_adapt.core.psis import pareto_khat  # noqa: E402
 from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 
 KISH_BINS = ((0, 100), (100, 400), (400, np.inf))
+KHAT_BINS = ((-np.inf, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, np.inf))
 
 
 def _rms(z):
@@ -47,6 +54,7 @@ def main(argv=None):
     parser.add_argument("--benchmarks", nargs="*")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--partial", action="store_true")
+    parser.add_argument("--by-khat", action="store_true")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     names = args.benchmarks or benchmark_names(args.half, None)
@@ -54,7 +62,7 @@ def main(argv=None):
         bench = load_benchmark(name, partial=args.partial)
         truth = bench.truth
         idx = truth[:, 0].astype(int)
-        zs, kish = [], []
+        zs, kish, khats = [], [], []
         for seed in args.seeds:
             mix = mixture_fit(bench, seed)[0]
             res = mixis_loo(mix.log_lik())
@@ -65,6 +73,8 @@ def main(argv=None):
             zc = err / np.hypot(capped[idx], truth[:, 2])
             zs.append(z)
             kish.append(res.ess[idx])
+            if args.by_khat:
+                khats.append(pareto_khat(res.log_weights)[idx])
             print(f"{name} seed {seed}: {idx.size} rows; ESS(lp__) {ess_lp:.0f}, median row ESS "
                   f"{np.median(res.ess_mcse):.0f}; rms z {_rms(z):.2f} (mean {z.mean():+.2f}), "
                   f"ESS capped at ESS(lp__): rms z {_rms(zc):.2f} (mean {zc.mean():+.2f})")
@@ -76,6 +86,17 @@ def main(argv=None):
                 bins.append(f"Kish ESS ({lo}, {hi}]: {m.sum()} rows, rms z {_rms(z[m]):.2f}, "
                             f"mean z {z[m].mean():+.2f}")
         print(f"  {name}, all seeds, by Kish ESS: " + "; ".join(bins))
+        if args.by_khat:
+            kh = np.concatenate(khats)
+            for lo, hi in KHAT_BINS:
+                cells = []
+                for klo, khi in KISH_BINS:
+                    m = (kh >= lo) & (kh < hi) & (k > klo) & (k <= khi)
+                    if m.any():
+                        cells.append(f"Kish ({klo}, {khi}]: {m.sum()} rows, rms z "
+                                     f"{_rms(z[m]):.2f}, mean z {z[m].mean():+.2f}")
+                if cells:
+                    print(f"    row k-hat of the MixIS weights [{lo}, {hi}): " + "; ".join(cells))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,75 @@
+"""Does a focused mixture over the rows the full mixture finds easy reach what it misses?
+
+On wide horseshoe fits (p > n) the MixIS rows with a large Kish ESS (> 400: the
+leave-one-out posterior close to the posterior) err optimistic together, while fresh refits
+agree with the truth (`benchmarks/easy_rows_refit.py --where`: the refit's leave-one-out
+posterior has a tail, through a local scale lambda_k, that no posterior draw reaches, and
+the full mixture gives each easy row's component a mass of about exp(-elpd_j) / sum, so few
+draws).  Here, per benchmark and seed: the easy rows of the cached full mixture fit
+(`truth_suite.mixture_fit`), then a focused mixture over those rows only
+(``fit_mixture(..., rows=easy)``, warm-started from the posterior fit), and MixIS of each
+against the truth: mean and rms z, summed error, and the focused fit's seconds.
+
+    python benchmarks/focus_easy_rows.py [--benchmarks ...] [--half choose|report|all]
+        [--seeds 1 2 3] [--kish 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from truth_suite import benchmark_names, load_benchmark, mixture_fit  # noqa: E402
+
+from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
+from loo_adapt.stan.mixis_program import fit_mixture  # noqa: E402
+
+
+def _summary(est_elpd, est_mcse, truth):
+    err = est_elpd - truth[:, 1]
+    z = err / np.hypot(est_mcse, truth[:, 2])
+    return (f"mean z {z.mean():+.2f}, rms z {np.sqrt(np.mean(z ** 2)):.2f}, summed error "
+            f"{err.sum():+.3f}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--half", default="all", choices=("choose", "report", "all"))
+    parser.add_argument("--benchmarks", nargs="*")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--kish", type=float, default=400.0)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    for name in args.benchmarks or benchmark_names(args.half, None):
+        bench = load_benchmark(name)
+        truth = bench.truth
+        pos = {int(i): k for k, i in enumerate(truth[:, 0].astype(int))}
+        for seed in args.seeds:
+            mix, fit_seconds = mixture_fit(bench, seed)
+            full = mixis_loo(mix.log_lik())
+            easy = np.array([i for i in np.flatnonzero(full.ess > args.kish) if int(i) in pos],
+                            dtype=np.int64)
+            if easy.size == 0:
+                print(f"{name} seed {seed}: no row with Kish ESS > {args.kish:g}", flush=True)
+                continue
+            t = truth[[pos[int(i)] for i in easy]]
+            t0 = time.perf_counter()
+            focused = fit_mixture(bench.program, bench.draws if bench.draws.method == "mcmc"
+                                  else None, seed=100 + seed, rows=[int(i) for i in easy])
+            seconds = time.perf_counter() - t0
+            est = mixis_loo(np.asarray(focused.log_lik())[..., easy])
+            print(f"{name} seed {seed}: {easy.size} rows with Kish ESS > {args.kish:g}; full "
+                  f"mixture ({fit_seconds:.0f} s): "
+                  f"{_summary(full.elpd_i[easy], full.mcse_elpd_i[easy], t)}; focused mixture "
+                  f"({seconds:.0f} s): {_summary(est.elpd_i, est.mcse_elpd_i, t)}, median Kish "
+                  f"ESS {np.median(est.ess):.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
