@@ -11,7 +11,7 @@ draws).  Here, per benchmark and seed: the easy rows of the cached full mixture 
 against the truth: mean and rms z, summed error, and the focused fit's seconds.
 
     python benchmarks/focus_easy_rows.py [--benchmarks ...] [--half choose|report|all]
-        [--seeds 1 2 3] [--kish 400]
+        [--seeds 1 2 3] [--kish 400] [--draws D]
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ def main(argv=None):
     parser.add_argument("--benchmarks", nargs="*")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--kish", type=float, default=400.0)
+    parser.add_argument("--draws", type=int, default=None,
+                        help="draws per chain of the focused fit (default: fit_mixture's)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     for name in args.benchmarks or benchmark_names(args.half, None):
@@ -61,9 +63,10 @@ def main(argv=None):
             t = truth[[pos[int(i)] for i in easy]]
             t0 = time.perf_counter()
             try:
+                more = {} if args.draws is None else {"draws": args.draws}
                 focused = fit_mixture(bench.program, bench.draws if bench.draws.method ==
                                       "mcmc" else None, seed=100 + seed,
-                                      rows=[int(i) for i in easy])
+                                      rows=[int(i) for i in easy], **more)
             except ValueError as err:  # a program that cannot mix only some rows
                 print(f"{name}: {str(err).splitlines()[0][:90]}...", flush=True)
                 break
