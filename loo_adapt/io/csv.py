@@ -26,7 +26,6 @@ import numpy as np
 from loo_adapt.core._compiled import use_numba
 from loo_adapt.draws import Draws, _truthy
 
-from . import _csv_kernel
 from .columns import (
     CMDSTAN_METHOD,
     DENSITY_COLUMNS,
@@ -213,11 +212,15 @@ class StanCsv:
                         f"{self.path}, line {lineno}: {n} values for {len(self.names)} columns"
                     )
 
+    @property
+    def text_bytes(self) -> int:
+        """The file's size as text, estimated (gzip: 4x its compressed size)."""
+        return os.path.getsize(self.path) * (4 if self.gzip else 1)
+
     def _chunk(self) -> int:
         """Bytes read at a time: `_CHUNK`, or a sixteenth of a small file (so a reader's
         buffers stay a small part of the values it reads, file by file)."""
-        size = os.path.getsize(self.path) * (4 if self.gzip else 1)
-        return min(_CHUNK, max(size // 16, 1 << 12))
+        return min(_CHUNK, max(self.text_bytes // 16, 1 << 12))
 
     def _drop(self) -> int:
         """Leading data rows that are not draws: warm-up (save_warmup) or the ADVI mean row."""
@@ -252,7 +255,7 @@ class StanCsv:
         ``cols`` in that order: warm-up and the ADVI mean row dropped.  ``compiled``: the
         compiled parser (else pandas').  A block may be a buffer the next one overwrites:
         copy it before asking for the next."""
-        rows = self._compiled_rows(cols) if compiled else iter([self._pandas_rows(cols)])
+        rows = self._compiled_rows(cols) if compiled else iter([self._parse(cols)])
         drop = self._drop()
         seen = 0
         for block in rows:
@@ -285,17 +288,9 @@ class StanCsv:
                 stacklevel=5,
             )
 
-    def _pandas_rows(self, cols: list[int]) -> np.ndarray:
-        order = sorted(set(cols))
-        values = self._parse(order)
-        if order == cols:
-            return values
-        at = {c: k for k, c in enumerate(order)}
-        return values[:, [at[c] for c in cols]]
-
     def _compiled_rows(self, cols: list[int]):
         """All data rows by the compiled parser, streamed through a fixed byte buffer."""
-        k = _csv_kernel
+        from . import _csv_kernel as k  # numba: imported by the reader only, not the writer
         n_fields = len(self.names)
         colmap = np.full(n_fields, -1, dtype=np.int64)
         colmap[np.asarray(cols, dtype=np.intp)] = np.arange(len(cols))
@@ -425,9 +420,11 @@ def read_csv(paths, method: str | None = None, *, var_names=None) -> Draws:
     # allocated from the first file's row count; a parsed block is a small buffer whose
     # columns follow the variables (so each goes over as one slice), no file is held whole
     layout = [(b, c) for b, (_, c) in plan.items()] + [(k, [c]) for k, c in stat_cols.items()]
-    size = sum(os.path.getsize(f.path) * (4 if f.gzip else 1) for f in files)
+    size = sum(f.text_bytes for f in files)
     # compiled when cached, else once the text is large enough that compiling (about 2 s)
     # costs less than pandas' slower parse: ~512 MB, as `use_numba`'s cells (64 bytes each)
+    from . import _csv_kernel
+
     compiled = use_numba(_csv_kernel._parse_rows_impl, size // 64)
     n_draws = files[0].max_draws()
     variables = {b: np.empty((len(files), n_draws, len(c))) for b, (_, c) in plan.items()}
