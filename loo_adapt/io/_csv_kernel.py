@@ -291,13 +291,15 @@ def _parse_rows_impl(buf, start, end, final, colmap, out, row0, tokens, pend_m, 
                 while buf[i] == 32:
                     i += 1
                 neg = False
-                if (buf[i] == 45 or buf[i] == 43):  # - +
+                if buf[i] == 45 or buf[i] == 43:  # - +
                     neg = buf[i] == 45
                     i += 1
                 man = np.uint64(0)
                 exp10 = 0
                 digits = 0
                 dropped = False  # a nonzero digit past the 19th significant one
+                # integer and fraction digits: two loops rather than one inlined helper,
+                # which halved the parse rate (the helper's tuple and flag did not fold away)
                 while man < _SWAR_LIMIT:  # 8 digits at a time while they fit
                     w = _load8(buf, i)
                     if not _eight_digits(w):
@@ -334,7 +336,7 @@ def _parse_rows_impl(buf, start, end, final, colmap, out, row0, tokens, pend_m, 
                 if digits > 0 and (buf[i] == 101 or buf[i] == 69):  # e E
                     i += 1
                     eneg = False
-                    if (buf[i] == 45 or buf[i] == 43):
+                    if buf[i] == 45 or buf[i] == 43:
                         eneg = buf[i] == 45
                         i += 1
                     e = 0
