@@ -299,12 +299,11 @@ def _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, scratch,
     """rhat[j], stuck[j] of one chain-major column ``row`` (see `_ess_direct_block`)."""
     n_fixed = 0
     for ch in range(n_chains):
-        c_lo = row[ch * n_draws]
-        c_hi = c_lo
+        first = row[ch * n_draws]
+        n_moved = 0  # a count of comparisons vectorises; a running min / max does not
         for t in range(ch * n_draws, (ch + 1) * n_draws):
-            c_lo = min(c_lo, row[t])
-            c_hi = max(c_hi, row[t])
-        n_fixed += 1 if c_lo == c_hi else 0
+            n_moved += row[t] != first
+        n_fixed += 1 if n_moved == 0 else 0
     stuck[j] = 0 < n_fixed < n_chains
     split = row
     if n_draws % 2 == 1:  # split chains drop each chain's middle draw

@@ -92,6 +92,26 @@ def test_screen_flags_the_same_columns_as_arviz(monkeypatch):
     assert shown[3 * m:].any()  # and columns near the threshold
 
 
+def test_screen_with_extremes_outside_the_split_draws(monkeypatch):
+    """Odd chains: the split chains drop each chain's middle draw, so the range the screen
+    buckets over (the whole column's smallest and largest value) can be wider than the split
+    draws'.  With that middle draw far out (above or below), columns from well mixed to
+    shifted chains get arviz's verdict, and a NaN only where arviz's R-hat is <= 1.01."""
+    monkeypatch.setattr(cv, "use_numba", lambda *a: True)
+    rng = np.random.default_rng(5)
+    m, d = 40, 301
+    x = rng.normal(size=(4, d, m))
+    x[0] += np.linspace(0.0, 0.5, m)  # chain 0 drifts away across the columns
+    x[1, d // 2, ::2] = 1e6  # the largest value of every other column is never split
+    x[2, d // 2, 1::2] = -1e6
+    bad, rhat = cv.disagreeing_columns(x, all_rhat=False)
+    want = np.array([az.rhat(x[:, :, j], method="rank") for j in range(m)])
+    assert bad.tolist() == (want > 1.01).tolist()
+    shown = np.isnan(rhat)
+    np.testing.assert_allclose(rhat[~shown], want[~shown], rtol=1e-12)
+    assert np.all(want[shown] <= 1.01) and shown.any() and bad.any()
+
+
 @pytest.mark.parametrize("all_rhat", [True, False])
 def test_constant_columns_have_no_rhat_in_the_kernels(monkeypatch, all_rhat):
     """A column whose draws are all equal (an observation the parameters do not touch) has
