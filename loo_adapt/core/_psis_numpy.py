@@ -53,8 +53,8 @@ def _gpdfit_rows(x):
         l_theta = n * (np.log(a / kk) - kk - 1.0)
         lmax = l_theta.max(axis=1)
         finite = np.isfinite(lmax)
-        lse = lmax + np.log(np.sum(np.exp(l_theta - lmax[:, None]), axis=1))
-        theta_hat = np.sum(theta * np.exp(l_theta - lse[:, None]), axis=1)
+        w = np.exp(l_theta - lmax[:, None])  # R's exp(l - logSumExp(l)), as core.gpd
+        theta_hat = np.sum(theta * w, axis=1) / np.sum(w, axis=1)
         if not finite.all():  # R's own form where the profile likelihood is not finite
             lt = l_theta[~finite]
             w = 1.0 / np.sum(np.exp(lt[:, :, None] - lt[:, None, :]), axis=1)

@@ -16,6 +16,8 @@ import math
 import numpy as np
 from numba import njit
 
+from loo_adapt.core._vmath import exp_clamped as _fast_exp
+from loo_adapt.core._vmath import log as _fast_log
 from loo_adapt.core._vmath import log1p as _fast_log1p
 
 __all__ = ["gpdfit", "gpdfit_sorted"]
@@ -24,18 +26,25 @@ _TINY = 2.2250738585072014e-308  # the fast log1p needs _TINY <= 1 + t < _HUGE
 _HUGE = 1e300
 
 
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _sum(v, n):
+    """Sum of ``v[:n]``, reassociated so that LLVM vectorises it (an in-order sum is a chain
+    of dependent adds, 4 cycles each; R's ``mean`` sums in long double, so neither order is
+    R's rounding, and both are within a few ulp of the exact sum)."""
+    acc = 0.0
+    for s in range(n):
+        acc += v[s]
+    return acc
+
+
 @njit(inline="always", error_model="numpy")
 def _sum_log1p(c, x, terms):
-    """``sum_s log1p(c x_s)`` in ascending s (the order of a plain loop, so the same
-    rounding), with the terms computed first by a loop that LLVM vectorises (a reduction
-    alone stays scalar, one ``log1p`` after the other)."""
+    """``sum_s log1p(c x_s)``, with the terms computed first by a loop that LLVM vectorises
+    (a reduction alone stays scalar, one ``log1p`` after the other), then summed by `_sum`."""
     n = x.shape[0]
     for s in range(n):
         terms[s] = _fast_log1p(c * x[s])
-    v = 0.0
-    for s in range(n):
-        v += terms[s]
-    return v
+    return _sum(terms, n)
 
 
 @njit(cache=True, error_model="numpy")
@@ -74,11 +83,11 @@ def gpdfit_sorted(x, wip, min_grid_pts):
     big = 0.0  # largest |log(1 + a_j x_s)|, reached at x_max
     for j in range(m):
         big = max(big, abs(math.log(1.0 + a[j] * x_max))) if n_slow == 0 else big
-    if n_slow == 0 and big < 700.0:
+    if n_slow == 0 and big < 650.0:
         # as logs of products of up to K factors 1 + a_j x_s (each rounded, so each adds at
         # most 2^-53 to the log: the mean kk_j is within 2.3e-16 of R's), then one log per
-        # chunk; products stay within exp(+-700)
-        k_chunk = n if big == 0.0 else max(1, min(n, int(700.0 / big)))
+        # chunk (vectorised: products stay within exp(+-650), inside the fast log's domain)
+        k_chunk = n if big == 0.0 else max(1, min(n, int(650.0 / big)))
         prod = np.empty(m_pad)
         for c0 in range(0, n, k_chunk):
             prod[:] = 1.0
@@ -87,7 +96,7 @@ def gpdfit_sorted(x, wip, min_grid_pts):
                 for j in range(m_pad):
                     prod[j] *= 1.0 + a[j] * xs
             for j in range(m_pad):
-                acc[j] += math.log(prod[j])
+                acc[j] += _fast_log(prod[j])
         # where |kk_j| < 0.05 that absolute error is not small relative to kk_j (l_j uses
         # log(kk_j)): those grid points are summed term by term with a relative-exact log1p
         for j in range(m):
@@ -107,23 +116,38 @@ def gpdfit_sorted(x, wip, min_grid_pts):
                     v += math.log1p(a[j] * x[s])
                 acc[j] = v
     l_theta = np.empty(m)
+    ratio = np.empty(m)
+    n_out = 0
+    for j in range(m):  # a_j / kk_j inside the fast log's domain (it is unless degenerate)
+        r = a[j] / (acc[j] / n)
+        ratio[j] = r
+        n_out += 0 if (r >= _TINY and r < _HUGE) else 1
     for j in range(m):
         kk = acc[j] / n
-        l_theta[j] = n * (math.log(a[j] / kk) - kk - 1.0)
-    # R: w_j = 1 / sum_i exp(l_i - l_j) = exp(l_j - logsumexp(l)), O(m) instead of O(m^2);
-    # R's own form is kept for non-finite profile likelihoods, where the two can differ
+        lg = _fast_log(ratio[j]) if n_out == 0 else math.log(ratio[j])
+        l_theta[j] = n * (lg - kk - 1.0)
+    # R: w_j = 1 / sum_i exp(l_i - l_j) = exp(l_j - max l) / sum_i exp(l_i - max l), O(m)
+    # instead of O(m^2) (terms below exp(-708) are 0 here, denormal in R: invisible next to
+    # the largest, 1); R's own form is kept for non-finite profile likelihoods, where the
+    # two can differ
     lmax = -math.inf
+    has_nan = False
     for j in range(m):
         if l_theta[j] > lmax:
             lmax = l_theta[j]
+        has_nan = has_nan or l_theta[j] != l_theta[j]
     theta_hat = 0.0
-    if math.isfinite(lmax):
+    if has_nan:  # R: logSumExp is NaN, so is every weight (the fast exp would give 0)
+        theta_hat = math.nan
+    elif math.isfinite(lmax):
+        w = ratio  # reused: exp(l_j - max l)
+        for j in range(m):
+            w[j] = _fast_exp(l_theta[j] - lmax)
         s_w = 0.0
         for j in range(m):
-            s_w += math.exp(l_theta[j] - lmax)
-        lse = lmax + math.log(s_w)
-        for j in range(m):
-            theta_hat += theta[j] * math.exp(l_theta[j] - lse)
+            s_w += w[j]
+            theta_hat += theta[j] * w[j]
+        theta_hat /= s_w
     else:
         for j in range(m):
             s_w = 0.0
