@@ -242,6 +242,17 @@ def _lag_sums(y, n_chains, n_draws, lag):
     return a, b
 
 
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _sum_reassoc(u):
+    """Sum of ``u``, reassociated so that LLVM vectorises it (an in-order sum waits 4 cycles
+    on each add: 5 us of a 4000-draw column's ESS).  R's ``mean`` sums in long double, so
+    neither order is R's rounding; both are within a few ulp of the exact sum."""
+    acc = 0.0
+    for t in range(u.shape[0]):
+        acc += u[t]
+    return acc
+
+
 @njit(cache=True, error_model="numpy")
 def _ess_direct_col(y, n_chains, n_draws, scale, max_lag):
     """R loo ``ess_rfun`` of one column ``y`` (S,) (chains stacked, not yet centred), with
@@ -253,10 +264,7 @@ def _ess_direct_col(y, n_chains, n_draws, scale, max_lag):
     chain_mean = np.empty(n_chains)
     for ch in range(n_chains):
         u = y[ch * n_draws:(ch + 1) * n_draws]
-        acc = 0.0
-        for t in range(n_draws):
-            acc += u[t]
-        m = acc / n_draws
+        m = _sum_reassoc(u) / n_draws
         chain_mean[ch] = m
         for t in range(n_draws):
             u[t] -= m
