@@ -41,7 +41,8 @@ NAMES = tuple(_FIXTURES) + tuple(BENCHMARKS)
 #: horseshoe, a ReLU net and a normal-prior logistic regression.
 SPLIT = {
     "choose": ["rhs_logistic", "relu5", "logistic_n300", "t_outliers"],
-    "report": ["rhs_wide", "relu1", "logistic_normal", "rhs_microarray"],
+    "report": ["rhs_wide", "relu1", "logistic_normal", "rhs_microarray",
+               "rhs_microarray_next"],
 }
 
 
