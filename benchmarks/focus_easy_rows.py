@@ -8,7 +8,8 @@ the full mixture gives each easy row's component a mass of about exp(-elpd_j) / 
 draws).  Here, per benchmark and seed: the easy rows of the cached full mixture fit
 (`truth_suite.mixture_fit`), then a focused mixture over those rows only
 (``fit_mixture(..., rows=easy)``, warm-started from the posterior fit), and MixIS of each
-against the truth: mean and rms z, summed error, and the focused fit's seconds.
+against the truth: mean and rms z, summed error, and the focused fit's seconds; then the
+other rows (full mixture) and every row with the easy ones taken from the focused fit.
 
     python benchmarks/focus_easy_rows.py [--benchmarks ...] [--half choose|report|all]
         [--seeds 1 2 3] [--kish 400] [--draws D]
@@ -77,6 +78,19 @@ def main(argv=None):
                   f"{_summary(full.elpd_i[easy], full.mcse_elpd_i[easy], t)}; focused mixture "
                   f"({seconds:.0f} s): {_summary(est.elpd_i, est.mcse_elpd_i, t)}, median Kish "
                   f"ESS {np.median(est.ess):.0f}", flush=True)
+            # every row with a truth: the other rows from the full mixture, the easy rows
+            # from the focused one
+            rows = np.array(sorted(pos), dtype=np.int64)
+            elpd, mcse = full.elpd_i.copy(), full.mcse_elpd_i.copy()
+            elpd[easy], mcse[easy] = est.elpd_i, est.mcse_elpd_i
+            other = np.setdiff1d(rows, easy)
+            if other.size:
+                t_other = truth[[pos[int(i)] for i in other]]
+                print(f"    other {other.size} rows (full mixture): "
+                      f"{_summary(full.elpd_i[other], full.mcse_elpd_i[other], t_other)}; all "
+                      f"{rows.size} rows, easy ones focused: "
+                      f"{_summary(elpd[rows], mcse[rows], truth[[pos[int(i)] for i in rows]])}",
+                      flush=True)
 
 
 if __name__ == "__main__":
