@@ -20,6 +20,9 @@ package and the CLI run:
       checks                  calibrate its MCSE, `loo_adapt.estimators.spot_check`)
     with program, chains      ... mixis_mcse="chains" (MixIS's MCSE inflated by its
       MCSE                    chains' disagreement, `loo_adapt.estimators.mixis.chain_inflation`)
+    with program, easy rows   ... mixis_focus_easy=True (a focused fit, 4 x 4000 draws, over
+      focused                 the rows MixIS verified with a Kish ESS > 400,
+                              `loo_adapt.estimators.focused.FocusedEasyMixIS`)
 
 Printed per benchmark and seed: pointwise RMSE to truth (all rows, rows with PSIS k-hat
 above the threshold), max |error_i|, the total's error and the combined Monte Carlo error of
@@ -94,17 +97,19 @@ def estimators(bench, seed, mixture, refit_budget):
                                                              refit_budget, spot_checks=3),
         "with program, chains MCSE": lambda: _with_program(bench, seed, mixture,
                                                            refit_budget, mcse="chains"),
+        "with program, easy rows focused": lambda: _with_program(bench, seed, mixture,
+                                                                 refit_budget, easy=True),
     }
 
 
 def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0,
-                  mcse="delta"):
+                  mcse="delta", easy=False):
     """The default with a program; its refits are checkpointed under `benchmarks/cache/`
     (one directory per benchmark, seed and path), so a rerun resumes them: the seconds of the
     resumed refits, as they were measured when made, are added (one after another)."""
     ck = CACHE / (f"{bench.name}-refits-{'' if focus else 'nofocus-'}"
                   f"{f'spot{spot_checks}-' if spot_checks else ''}"
-                  f"{'' if mcse == 'delta' else f'{mcse}-'}seed{seed}")
+                  f"{'' if mcse == 'delta' else f'{mcse}-'}{'easy-' if easy else ''}seed{seed}")
     cached = {}  # row -> seconds of a refit made by an earlier run
     if ck.is_dir():
         for f in ck.glob("*.npz"):
@@ -114,7 +119,7 @@ def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0,
                     cached[int(meta.get("i", -1))] = float(meta.get("seconds", 0.0))
     res = loo(bench.draws, model=bench.model, program=bench.program, mixis_draws=mixture[0],
               seed=seed, mixis_focus=focus, mixis_spot_checks=spot_checks, mixis_mcse=mcse,
-              refit_kwargs={"progress": False, "max_refits": refit_budget,
+              mixis_focus_easy=easy, refit_kwargs={"progress": False, "max_refits": refit_budget,
                             "checkpoint": str(ck)}).loo_adapt
     # only the cached refits this run's refit stage used count (an earlier run with other
     # settings may have refitted other rows)

@@ -12,7 +12,7 @@ from loo_adapt.entry import build_context
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.arbiter import RefitArbiter
 from loo_adapt.estimators.base import Context, Stage, run_stages
-from loo_adapt.estimators.focused import FocusedMixIS
+from loo_adapt.estimators.focused import FocusedEasyMixIS, FocusedMixIS
 from loo_adapt.estimators.mixis import MCSE_METHODS, POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
@@ -38,7 +38,8 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
                 fallback=(), transforms=DEFAULT_TRANSFORMS, rho=None, selection="split",
                 certify=True, jacobian="exact", mixis_max_mcse=0.1, refit_kwargs=None,
                 adapt=None, mixis_pool_khat=POOL_KHAT, mixis_focus=True,
-                mixis_mcse="delta", mixis_spot_checks=0) -> list[Stage]:
+                mixis_mcse="delta", mixis_spot_checks=0,
+                mixis_focus_easy=False) -> list[Stage]:
     """The stages `loo` folds over, after plain PSIS.
 
     ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
@@ -47,7 +48,9 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     large (`loo_adapt.estimators.focused`), a few refits that arbitrate a PSIS / MixIS
     disagreement (`loo_adapt.estimators.arbiter`), ``mixis_spot_checks`` refits that
     calibrate MixIS's MCSE (`loo_adapt.estimators.spot_check`, off by default), and
-    (budgeted) refits where the MCSE is still too large; without
+    (budgeted) refits where the MCSE is still too large (``mixis_focus_easy``, off by
+    default: first a focused fit over the rows MixIS found easy,
+    `loo_adapt.estimators.focused.FocusedEasyMixIS`); without
     them, PSIS plus adaptive IS
     accepted only where certified (`loo_adapt.estimators.certify`).  Explicit ``fallback``
     estimators run after the primary estimator, in order, on rows still not shown reliable.
@@ -96,6 +99,9 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
         stages.append(make["adaptive"]())
     elif estimator == "mixis":
         stages.append(Stage(mixis, rows="all", accept="all"))
+        if mixis_focus_easy and program is not None:
+            stages.append(Stage(FocusedEasyMixIS(max_mcse=mixis_max_mcse, mcse=mixis_mcse),
+                                rows="all", accept="all"))
     for name in fallback:
         if name == "adaptive" and estimator == "adaptive":
             continue
@@ -138,6 +144,7 @@ def loo(
     mixis_focus: bool = True,
     mixis_mcse: str = "delta",
     mixis_spot_checks: int = 0,
+    mixis_focus_easy: bool = False,
     refit_kwargs: dict | None = None,
     y=None,
     r_eff=None,
@@ -192,6 +199,11 @@ def loo(
     mixis_spot_checks : with refits (a program or a ``refit_fn``), refit this many rows
         MixIS verified, drawn at random, and multiply MixIS's MCSEs by what they show
         (`loo_adapt.estimators.spot_check`; 0, the default, skips it: it costs the refits).
+    mixis_focus_easy : with a program, one more mixture fit (4 x 4000 draws) over the rows
+        MixIS verified with a Kish ESS above 400, whose estimates replace the full
+        mixture's (`loo_adapt.estimators.focused.FocusedEasyMixIS`): on wide horseshoe fits
+        those rows erred optimistic together with too small MCSEs.  Off by default (about
+        two posterior fits more) until the truth suite has measured it.
     refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
         n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
@@ -256,7 +268,7 @@ def loo(
         certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
         refit_kwargs=refit_kwargs, adapt=adapt, mixis_pool_khat=mixis_pool_khat,
         mixis_focus=bool(mixis_focus), mixis_mcse=mixis_mcse,
-        mixis_spot_checks=mixis_spot_checks,
+        mixis_spot_checks=mixis_spot_checks, mixis_focus_easy=bool(mixis_focus_easy),
     )
     if not isinstance(progress, (bool, np.bool_)):
         raise TypeError(f"progress must be True or False, got {progress!r}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FocusedMixIS", "FOCUS_SEED_OFFSET"]
+__all__ = ["FocusedEasyMixIS", "FocusedMixIS", "FOCUS_SEED_OFFSET"]
 
 #: seed of the focused fit: the first mixture fit's seed plus this
 FOCUS_SEED_OFFSET = 7919
@@ -117,3 +117,46 @@ class FocusedMixIS:
             return None, ("every row missed the bar: a fit focused on all of them is the "
                           "mixture fit again")
         return ctx.focused_mixture_fn(rows, chains=self.chains, draws=self.draws)
+
+
+@dataclass(frozen=True)
+class FocusedEasyMixIS(FocusedMixIS):
+    """Opt-in (``loo(..., mixis_focus_easy=True)``): a focused fit over the rows the full
+    mixture found easy, with more draws.
+
+    The full mixture gives row j's component a mass of about exp(-elpd_j) / sum_i
+    exp(-elpd_i), so the rows whose leave-one-out posterior is close to the posterior (a large
+    Kish ESS) get few draws of its tails.  On wide horseshoe fits (p > n) those rows erred
+    optimistic together while their MCSEs said they were fine (rms z 2.2-2.5,
+    `benchmarks/results/focus_easy_rows.txt`); a mixture over those rows alone, with 4 x
+    4000 draws, brought them to rms z 1.0-1.2 on the held-out rhs_microarray_next.  Not yet
+    a default: it costs one more fit with four times the draws (about two posterior fits).
+
+    Asked about every row, it takes those the result so far holds from MixIS (method
+    "mixis" or "mixis+psis"), shown reliable, with a Kish ESS (the ``diagnostic``) above
+    ``min_kish``, and returns the focused estimates of those rows (none when there are none).
+    """
+
+    min_kish: float = 400.0
+    draws: int = 4000
+    name: str = "mixis_focused_easy"
+
+    def easy_rows(self, result, rows) -> np.ndarray:
+        """The rows of ``rows`` that ``result`` holds from MixIS, reliable, with a Kish
+        ESS above ``min_kish``."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if result is None or result.method is None or result.diagnostic is None:
+            return rows[:0]
+        method = np.asarray(result.method, dtype=object)[rows]
+        from_mixis = np.array([str(m).startswith("mixis") for m in method], dtype=bool)
+        with np.errstate(invalid="ignore"):
+            kish = np.asarray(result.diagnostic, dtype=float)[rows] > self.min_kish
+        return rows[from_mixis & kish & np.asarray(result.reliable, dtype=bool)[rows]]
+
+    def __call__(self, ctx, rows):
+        from loo_adapt.estimators.base import Estimate
+
+        easy = self.easy_rows(ctx.result, rows)
+        if easy.size == 0:
+            return Estimate.make(self.name, easy, np.nan, np.nan, False, method="mixis")
+        return super().__call__(ctx, easy)

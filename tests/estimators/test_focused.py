@@ -227,3 +227,60 @@ def test_mcse_choice_is_checked():
         mixis_loo(np.zeros((2, 10, 3)) - 1.0, mcse="batch")
     with pytest.raises(ValueError, match="mixis_mcse must be one of"):
         plan_stages(mixis_draws=object(), mixis_mcse="batch")
+
+
+def _result_so_far(n, method, kish, reliable):
+    """What `FocusedEasyMixIS` reads of the result the earlier stages left."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(method=np.asarray(method, dtype=object), diagnostic=np.asarray(kish),
+                           reliable=np.asarray(reliable, dtype=bool))
+
+
+def test_easy_rows_get_their_own_focused_fit(tmp_path):
+    """Opt-in stage: the rows MixIS verified with a Kish ESS above 400 (pooled or not) get one
+    focused fit; rows from other estimators, unverified or with a small Kish ESS are not
+    asked about.  Its estimates match the closed-form LOO densities within their MCSEs (rms
+    z over replicates near 1); with no easy row it asks for no fit and returns no rows."""
+    from loo_adapt.estimators.focused import FocusedEasyMixIS
+
+    y, post_mean, truth = _problem(n=40)
+    rng = np.random.default_rng(4)
+    theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, y.size))
+    posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
+    n = y.size
+    method = np.array(["mixis"] * n, dtype=object)
+    method[::5] = "mixis+psis"
+    method[1] = "psis"
+    kish = np.where(np.arange(n) % 3 == 0, 150.0, 900.0)
+    reliable = np.ones(n, dtype=bool)
+    reliable[2] = False
+    want = [i for i in range(n) if i != 1 and i != 2 and i % 3 != 0]
+    z = []
+    for rep in range(20):
+        prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=300 + rep)
+        ctx = _ctx(posterior, prog, seed=rep)
+        ctx.result = _result_so_far(n, method, kish, reliable)
+        est = FocusedEasyMixIS()(ctx, np.arange(n))
+        assert prog.asked == [want] and est.rows.tolist() == want
+        assert est.estimator == "mixis_focused_easy" and est.reliable.mean() > 0.8
+        assert np.all(est.mcse_elpd_i[est.reliable] <= 0.1)  # the bar, as FocusedMixIS
+        z.extend((est.elpd_i - truth[want]) / est.mcse_elpd_i)
+    rms = float(np.sqrt(np.mean(np.square(z))))
+    assert 0.8 <= rms <= 1.2, rms
+    prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=1)
+    ctx = _ctx(posterior, prog)
+    ctx.result = _result_so_far(n, method, np.full(n, 50.0), reliable)
+    est = FocusedEasyMixIS()(ctx, np.arange(n))
+    assert est.rows.size == 0 and prog.asked == []
+
+
+def test_easy_row_focus_is_opt_in_and_runs_after_mixis():
+    names = [type(s.estimator).__name__ for s in plan_stages(program="model.stan")]
+    assert "FocusedEasyMixIS" not in names
+    stages = plan_stages(program="model.stan", mixis_focus_easy=True)
+    names = [type(s.estimator).__name__ for s in stages]
+    assert names[:3] == ["MixIS", "FocusedEasyMixIS", "FocusedMixIS"]
+    assert (stages[1].rows, stages[1].accept) == ("all", "all")
+    assert "FocusedEasyMixIS" not in [type(s.estimator).__name__ for s in plan_stages(
+        mixis_draws=object(), mixis_focus_easy=True)]  # no program: nothing to fit
