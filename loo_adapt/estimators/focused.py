@@ -154,9 +154,20 @@ class FocusedEasyMixIS(FocusedMixIS):
         return rows[from_mixis & kish & np.asarray(result.reliable, dtype=bool)[rows]]
 
     def __call__(self, ctx, rows):
+        easy = self.easy_rows(ctx.result, rows)
+        n = ctx.log_lik.shape[1]
+        if easy.size == 0 or easy.size >= n:  # nothing to focus on, or the full mixture
+            return self._nothing(f"{easy.size} of {n} rows have a Kish ESS above "
+                                 f"{self.min_kish:g}")
+        est = super().__call__(ctx, easy)
+        if np.isnan(np.asarray(est.elpd_i, dtype=float)).all():  # skipped: keep MixIS's rows
+            return self._nothing(str(est.reason[0]))
+        return est
+
+    def _nothing(self, why):
+        """No row: the rows keep the full mixture's estimates; a note says why."""
         from loo_adapt.estimators.base import Estimate
 
-        easy = self.easy_rows(ctx.result, rows)
-        if easy.size == 0:
-            return Estimate.make(self.name, easy, np.nan, np.nan, False, method="mixis")
-        return super().__call__(ctx, easy)
+        return Estimate.make(self.name, np.empty(0, np.int64), np.nan, np.nan, False,
+                             method="mixis", notes=(f"No focused fit over the easy rows: "
+                                                    f"{why}.",))

@@ -272,7 +272,17 @@ def test_easy_rows_get_their_own_focused_fit(tmp_path):
     ctx = _ctx(posterior, prog)
     ctx.result = _result_so_far(n, method, np.full(n, 50.0), reliable)
     est = FocusedEasyMixIS()(ctx, np.arange(n))
+    assert est.rows.size == 0 and prog.asked == [] and "0 of 40 rows" in est.notes[0]
+    # every row easy (a fit over all of them is the mixture fit again), or a program that
+    # cannot focus: no row comes back, so MixIS's verified estimates stay as they were
+    ctx.result = _result_so_far(n, ["mixis"] * n, np.full(n, 900.0), np.ones(n, bool))
+    est = FocusedEasyMixIS()(ctx, np.arange(n))
+    assert est.rows.size == 0 and prog.asked == [] and "40 of 40 rows" in est.notes[0]
+    prog.stan_file.write_text("data { int<lower=0, upper=1> mixis; }")
+    ctx.result = _result_so_far(n, method, kish, reliable)
+    est = FocusedEasyMixIS()(ctx, np.arange(n))
     assert est.rows.size == 0 and prog.asked == []
+    assert "declares only the mixis flag" in est.notes[0]
 
 
 def test_easy_row_focus_is_opt_in_and_runs_after_mixis():
