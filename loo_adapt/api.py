@@ -43,14 +43,14 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     """The stages `loo` folds over, after plain PSIS.
 
     ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
-    truth: with a Stan program or mixture draws, mixture IS for every observation, then
+    truth: with a Stan program or mixture draws, mixture IS for every observation (with a
+    program and ``mixis_focus_easy``, off by default, a focused fit over the rows it found
+    easy, `loo_adapt.estimators.focused.FocusedEasyMixIS`), then
     (with a program, ``mixis_focus``) one mixture fit focused on the rows whose MCSE is too
     large (`loo_adapt.estimators.focused`), a few refits that arbitrate a PSIS / MixIS
     disagreement (`loo_adapt.estimators.arbiter`), ``mixis_spot_checks`` refits that
     calibrate MixIS's MCSE (`loo_adapt.estimators.spot_check`, off by default), and
-    (budgeted) refits where the MCSE is still too large (``mixis_focus_easy``, off by
-    default: first a focused fit over the rows MixIS found easy,
-    `loo_adapt.estimators.focused.FocusedEasyMixIS`); without
+    (budgeted) refits where the MCSE is still too large; without
     them, PSIS plus adaptive IS
     accepted only where certified (`loo_adapt.estimators.certify`).  Explicit ``fallback``
     estimators run after the primary estimator, in order, on rows still not shown reliable.

@@ -134,7 +134,9 @@ class FocusedEasyMixIS(FocusedMixIS):
 
     Asked about every row, it takes those the result so far holds from MixIS (method
     "mixis" or "mixis+psis"), shown reliable, with a Kish ESS (the ``diagnostic``) above
-    ``min_kish``, and returns the focused estimates of those rows (none when there are none).
+    ``min_kish``, and returns the focused estimates of those rows.  It returns no row (the
+    rows keep the full mixture's estimates; a note says why) when no row or every row is
+    easy (a fit over all of them is the mixture fit again) or the focused fit is skipped.
     """
 
     min_kish: float = 400.0
