@@ -47,6 +47,7 @@ from loo_adapt.core._vmath import exp_clamped, index_float
 from loo_adapt.core._vmath import expm1 as _expm1
 from loo_adapt.core._vmath import log as _log
 from loo_adapt.core._vmath import log1p as _log1p
+from loo_adapt.core._vmath import vsum as _sum
 from loo_adapt.core.ess import _column_ess, _rhat_scratch
 from loo_adapt.core.gpd import gpdfit_sorted
 
@@ -115,15 +116,6 @@ def _kth_largest(v, n, k, tmp):
         src, dst = dst, src
     _insertion_sort(src, lo, hi)  # the short rest
     return src[hi - k]
-
-
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
-def _sum(v, n):
-    """Sum of ``v[:n]`` (reassociated, so LLVM vectorises it)."""
-    acc = 0.0
-    for s in range(n):
-        acc += v[s]
-    return acc
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})

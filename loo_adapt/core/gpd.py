@@ -19,6 +19,7 @@ from numba import njit
 from loo_adapt.core._vmath import exp_clamped as _fast_exp
 from loo_adapt.core._vmath import log as _fast_log
 from loo_adapt.core._vmath import log1p as _fast_log1p
+from loo_adapt.core._vmath import vsum
 
 __all__ = ["gpdfit", "gpdfit_sorted"]
 
@@ -26,25 +27,15 @@ _TINY = 2.2250738585072014e-308  # the fast log1p needs _TINY <= 1 + t < _HUGE
 _HUGE = 1e300
 
 
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
-def _sum(v, n):
-    """Sum of ``v[:n]``, reassociated so that LLVM vectorises it (an in-order sum is a chain
-    of dependent adds, 4 cycles each; R's ``mean`` sums in long double, so neither order is
-    R's rounding, and both are within a few ulp of the exact sum)."""
-    acc = 0.0
-    for s in range(n):
-        acc += v[s]
-    return acc
-
-
 @njit(inline="always", error_model="numpy")
 def _sum_log1p(c, x, terms):
     """``sum_s log1p(c x_s)``, with the terms computed first by a loop that LLVM vectorises
-    (a reduction alone stays scalar, one ``log1p`` after the other), then summed by `_sum`."""
+    (a reduction alone stays scalar, one ``log1p`` after the other), then summed by
+    `_vmath.vsum`."""
     n = x.shape[0]
     for s in range(n):
         terms[s] = _fast_log1p(c * x[s])
-    return _sum(terms, n)
+    return vsum(terms, n)
 
 
 @njit(cache=True, error_model="numpy")
