@@ -13,6 +13,12 @@ other rows (full mixture) and every row with the easy ones taken from the focuse
 
     python benchmarks/focus_easy_rows.py [--benchmarks ...] [--half choose|report|all]
         [--seeds 1 2 3] [--kish 400] [--draws D]
+
+With ``--trigger`` it fits nothing: per benchmark, the share of rows whose plain-PSIS k-hat
+(of the posterior draws, as ``loo`` computes it) is below 1/2, whether
+``mixis_focus_easy="auto"`` focuses there (`loo_adapt.estimators.focused.EASY_FOCUS_SHARE`),
+and per seed the full mixture's easy rows against the truth: where they err, the rule should
+focus.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import benchmark_names, load_benchmark, mixture_fit  # noqa: E402
 
+from loo_adapt.estimators.base import Context  # noqa: E402
+from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS  # noqa: E402
 from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 from loo_adapt.stan.mixis_program import fit_mixture  # noqa: E402
 
@@ -47,8 +55,12 @@ def main(argv=None):
     parser.add_argument("--kish", type=float, default=400.0)
     parser.add_argument("--draws", type=int, default=None,
                         help="draws per chain of the focused fit (default: fit_mixture's)")
+    parser.add_argument("--trigger", action="store_true",
+                        help="where the default focuses (no fit): see the module")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.trigger:
+        return trigger(args)
     for name in args.benchmarks or benchmark_names(args.half, None):
         bench = load_benchmark(name)
         truth = bench.truth
@@ -90,6 +102,30 @@ def main(argv=None):
                       f"{_summary(full.elpd_i[other], full.mcse_elpd_i[other], t_other)}; all "
                       f"{rows.size} rows, easy ones focused: "
                       f"{_summary(elpd[rows], mcse[rows], truth[[pos[int(i)] for i in rows]])}",
+                      flush=True)
+
+
+def trigger(args):
+    """Where ``mixis_focus_easy="auto"`` focuses, and how the full mixture's easy rows fare."""
+    auto = FocusedEasyMixIS(max_low_khat_share=EASY_FOCUS_SHARE)
+    for name in args.benchmarks or benchmark_names(args.half, None):
+        bench = load_benchmark(name)
+        truth = bench.truth
+        pos = {int(i): k for k, i in enumerate(truth[:, 0].astype(int))}
+        khat = np.asarray(Context(draws=bench.draws).base.pareto_k, dtype=float)
+        runs, _ = auto.needed(Context(draws=bench.draws))
+        print(f"{name}: {int(np.sum(khat < 0.5))} of {khat.size} rows "
+              f"({np.mean(khat < 0.5):.1%}) have PSIS k-hat < 0.5: "
+              f"{'focuses' if runs else 'no focus'}", flush=True)
+        for seed in args.seeds:
+            mix, _ = mixture_fit(bench, seed)
+            full = mixis_loo(mix.log_lik())
+            easy = np.array([i for i in np.flatnonzero(full.ess > args.kish) if int(i) in pos],
+                            dtype=np.int64)
+            if easy.size:
+                t = truth[[pos[int(i)] for i in easy]]
+                print(f"    seed {seed}: {easy.size} rows with Kish ESS > {args.kish:g}, full "
+                      f"mixture: {_summary(full.elpd_i[easy], full.mcse_elpd_i[easy], t)}",
                       flush=True)
 
 

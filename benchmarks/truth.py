@@ -13,16 +13,20 @@ package and the CLI run:
                                   mixis_pool_khat=None)        (MixIS alone on every row)
     mixis                     loo(fit, estimator="mixis", mixis_draws=<mixture fit>)
                               (pooled with PSIS where PSIS's k-hat < 1/2)
-    default, with program     loo(fit, model=m, program=p) (MixIS for every row, a mixture
-                              fit focused on the rows above the MCSE bar, refits)
+    default, with program     loo(fit, model=m, program=p) (MixIS for every row, where
+                              almost no row has PSIS k-hat < 1/2 a focused fit over the
+                              rows it found easy, a mixture fit focused on the rows above
+                              the MCSE bar, refits)
     with program, no focus    ... mixis_focus=False (MixIS, then refits: the refit path)
     with program, 3 spot      ... mixis_spot_checks=3 (three refits of verified MixIS rows
       checks                  calibrate its MCSE, `loo_adapt.estimators.spot_check`)
     with program, chains      ... mixis_mcse="chains" (MixIS's MCSE inflated by its
       MCSE                    chains' disagreement, `loo_adapt.estimators.mixis.chain_inflation`)
     with program, easy rows   ... mixis_focus_easy=True (a focused fit, 4 x 4000 draws, over
-      focused                 the rows MixIS verified with a Kish ESS > 400,
-                              `loo_adapt.estimators.focused.FocusedEasyMixIS`)
+      focused                 the rows MixIS verified with a Kish ESS > 400, whatever the
+                              posterior, `loo_adapt.estimators.focused.FocusedEasyMixIS`)
+    with program, easy rows   ... mixis_focus_easy=False (the default before the easy-row
+      never focused           focus)
 
 Printed per benchmark and seed: pointwise RMSE to truth (all rows, rows with PSIS k-hat
 above the threshold), max |error_i|, the total's error and the combined Monte Carlo error of
@@ -99,17 +103,20 @@ def estimators(bench, seed, mixture, refit_budget):
                                                            refit_budget, mcse="chains"),
         "with program, easy rows focused": lambda: _with_program(bench, seed, mixture,
                                                                  refit_budget, easy=True),
+        "with program, easy rows never focused": lambda: _with_program(
+            bench, seed, mixture, refit_budget, easy=False),
     }
 
 
 def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0,
-                  mcse="delta", easy=False):
+                  mcse="delta", easy="auto"):
     """The default with a program; its refits are checkpointed under `benchmarks/cache/`
     (one directory per benchmark, seed and path), so a rerun resumes them: the seconds of the
     resumed refits, as they were measured when made, are added (one after another)."""
     ck = CACHE / (f"{bench.name}-refits-{'' if focus else 'nofocus-'}"
                   f"{f'spot{spot_checks}-' if spot_checks else ''}"
-                  f"{'' if mcse == 'delta' else f'{mcse}-'}{'easy-' if easy else ''}seed{seed}")
+                  f"{'' if mcse == 'delta' else f'{mcse}-'}"
+                  f"{{True: 'easy-', False: 'noeasy-'}}.get(easy, '')}}seed{seed}")
     cached = {}  # row -> seconds of a refit made by an earlier run
     if ck.is_dir():
         for f in ck.glob("*.npz"):

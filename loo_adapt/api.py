@@ -12,7 +12,7 @@ from loo_adapt.entry import build_context
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.arbiter import RefitArbiter
 from loo_adapt.estimators.base import Context, Stage, run_stages
-from loo_adapt.estimators.focused import FocusedEasyMixIS, FocusedMixIS
+from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS, FocusedMixIS
 from loo_adapt.estimators.mixis import MCSE_METHODS, POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
@@ -39,13 +39,14 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
                 certify=True, jacobian="exact", mixis_max_mcse=0.1, refit_kwargs=None,
                 adapt=None, mixis_pool_khat=POOL_KHAT, mixis_focus=True,
                 mixis_mcse="delta", mixis_spot_checks=0,
-                mixis_focus_easy=False) -> list[Stage]:
+                mixis_focus_easy="auto") -> list[Stage]:
     """The stages `loo` folds over, after plain PSIS.
 
     ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
     truth: with a Stan program or mixture draws, mixture IS for every observation (with a
-    program and ``mixis_focus_easy``, off by default, a focused fit over the rows it found
-    easy, `loo_adapt.estimators.focused.FocusedEasyMixIS`), then
+    program and ``mixis_focus_easy`` a focused fit over the rows it found easy,
+    `loo_adapt.estimators.focused.FocusedEasyMixIS`: "auto" where almost no row has a
+    plain-PSIS k-hat below 1/2, True always, False never), then
     (with a program, ``mixis_focus``) one mixture fit focused on the rows whose MCSE is too
     large (`loo_adapt.estimators.focused`), a few refits that arbitrate a PSIS / MixIS
     disagreement (`loo_adapt.estimators.arbiter`), ``mixis_spot_checks`` refits that
@@ -65,6 +66,9 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     if mixis_mcse not in MCSE_METHODS:
         raise ValueError(f"mixis_mcse must be one of {MCSE_METHODS}, got {mixis_mcse!r}")
+    if not (isinstance(mixis_focus_easy, (bool, np.bool_)) or mixis_focus_easy == "auto"):
+        raise ValueError(f"mixis_focus_easy must be 'auto', True or False, got "
+                         f"{mixis_focus_easy!r}")
     has_mixture = program is not None or mixis_draws is not None
     if estimator == "auto":
         if fallback:
@@ -99,8 +103,10 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
         stages.append(make["adaptive"]())
     elif estimator == "mixis":
         stages.append(Stage(mixis, rows="all", accept="all"))
-        if mixis_focus_easy and program is not None:
-            stages.append(Stage(FocusedEasyMixIS(max_mcse=mixis_max_mcse, mcse=mixis_mcse),
+        if (mixis_focus_easy == "auto" or bool(mixis_focus_easy)) and program is not None:
+            share = EASY_FOCUS_SHARE if isinstance(mixis_focus_easy, str) else None
+            stages.append(Stage(FocusedEasyMixIS(max_mcse=mixis_max_mcse, mcse=mixis_mcse,
+                                                 max_low_khat_share=share),
                                 rows="all", accept="all"))
     for name in fallback:
         if name == "adaptive" and estimator == "adaptive":
@@ -144,7 +150,7 @@ def loo(
     mixis_focus: bool = True,
     mixis_mcse: str = "delta",
     mixis_spot_checks: int = 0,
-    mixis_focus_easy: bool = False,
+    mixis_focus_easy="auto",
     refit_kwargs: dict | None = None,
     y=None,
     r_eff=None,
@@ -202,8 +208,10 @@ def loo(
     mixis_focus_easy : with a program, one more mixture fit (4 x 4000 draws) over the rows
         MixIS verified with a Kish ESS above 400, whose estimates replace the full
         mixture's (`loo_adapt.estimators.focused.FocusedEasyMixIS`): on wide horseshoe fits
-        those rows erred optimistic together with too small MCSEs.  Off by default (about
-        two posterior fits more) until the truth suite has measured it.
+        those rows erred optimistic together with too small MCSEs.  "auto" (default) fits
+        it only where fewer than 10 % of the rows have a plain-PSIS k-hat below 1/2 (there
+        the full mixture's easy rows erred, elsewhere they did not; about two posterior
+        fits more); True always; False never.
     refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
         n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.
@@ -268,7 +276,7 @@ def loo(
         certify=certify, jacobian=jacobian, mixis_max_mcse=mixis_max_mcse,
         refit_kwargs=refit_kwargs, adapt=adapt, mixis_pool_khat=mixis_pool_khat,
         mixis_focus=bool(mixis_focus), mixis_mcse=mixis_mcse,
-        mixis_spot_checks=mixis_spot_checks, mixis_focus_easy=bool(mixis_focus_easy),
+        mixis_spot_checks=mixis_spot_checks, mixis_focus_easy=mixis_focus_easy,
     )
     if not isinstance(progress, (bool, np.bool_)):
         raise TypeError(f"progress must be True or False, got {progress!r}")

@@ -27,10 +27,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FocusedEasyMixIS", "FocusedMixIS", "FOCUS_SEED_OFFSET"]
+__all__ = ["FocusedEasyMixIS", "FocusedMixIS", "FOCUS_SEED_OFFSET", "EASY_FOCUS_SHARE"]
 
 #: seed of the focused fit: the first mixture fit's seed plus this
 FOCUS_SEED_OFFSET = 7919
+
+#: ``mixis_focus_easy="auto"`` focuses the easy rows when fewer than this share of the rows
+#: have a plain-PSIS k-hat below 1/2 (every leave-one-out posterior far from the
+#: posterior).  Chosen on the choose half and rhs_wide_099
+#: (`benchmarks/results/focus_easy_trigger.txt`): where the easy rows erred (rhs_wide_099)
+#: 1 of 130 rows has k-hat < 1/2; where they did not (rhs_logistic, relu5, logistic_n300,
+#: t_outliers) 43-99 % do.  The cut sits in that gap, near its geometric middle (6 %).
+EASY_FOCUS_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -121,27 +129,49 @@ class FocusedMixIS:
 
 @dataclass(frozen=True)
 class FocusedEasyMixIS(FocusedMixIS):
-    """Opt-in (``loo(..., mixis_focus_easy=True)``): a focused fit over the rows the full
-    mixture found easy, with more draws.
+    """A focused fit over the rows the full mixture found easy, with more draws
+    (``loo(..., mixis_focus_easy="auto")``, the default, where the posterior is sensitive to
+    every observation; ``True``: always).
 
     The full mixture gives row j's component a mass of about exp(-elpd_j) / sum_i
     exp(-elpd_i), so the rows whose leave-one-out posterior is close to the posterior (a large
     Kish ESS) get few draws of its tails.  On wide horseshoe fits (p > n) those rows erred
     optimistic together while their MCSEs said they were fine (rms z 2.2-2.5,
     `benchmarks/results/focus_easy_rows.txt`); a mixture over those rows alone, with 4 x
-    4000 draws, brought them to rms z 1.0-1.2 on the held-out rhs_microarray_next.  Not yet
-    a default: it costs one more fit with four times the draws (about two posterior fits).
+    4000 draws, brought them to rms z 1.0-1.2 on the held-out rhs_microarray_next.  It costs
+    one more fit with four times the draws (about two posterior fits), so by default it runs
+    only where almost no row has a plain-PSIS k-hat below 1/2 (`EASY_FOCUS_SHARE`): there
+    the full mixture's easy rows erred; elsewhere they did not.
 
     Asked about every row, it takes those the result so far holds from MixIS (method
     "mixis" or "mixis+psis"), shown reliable, with a Kish ESS (the ``diagnostic``) above
     ``min_kish``, and returns the focused estimates of those rows.  It returns no row (the
     rows keep the full mixture's estimates; a note says why) when no row or every row is
-    easy (a fit over all of them is the mixture fit again) or the focused fit is skipped.
+    easy (a fit over all of them is the mixture fit again), the focused fit is skipped, or
+    ``max_low_khat_share`` is set and at least that share of the rows has a plain-PSIS
+    k-hat below 1/2 (`EASY_FOCUS_SHARE`: what ``mixis_focus_easy="auto"``, the default of
+    `loo_adapt.loo`, sets; None focuses whatever the posterior); in that last case without
+    a note, as a stage with nothing to do.
     """
 
     min_kish: float = 400.0
     draws: int = 4000
+    max_low_khat_share: float | None = None
     name: str = "mixis_focused_easy"
+
+    def needed(self, ctx) -> tuple[bool, str]:
+        """(whether to focus, why not): with ``max_low_khat_share``, only when fewer than
+        that share of the rows have a plain-PSIS k-hat below 1/2 (NaN counts as not)."""
+        if self.max_low_khat_share is None:
+            return True, ""
+        khat = np.asarray(ctx.base.pareto_k, dtype=float)
+        with np.errstate(invalid="ignore"):
+            share = float(np.mean(khat < 0.5))
+        if share < self.max_low_khat_share:
+            return True, ""
+        return False, (f"{share:.0%} of the rows have a plain-PSIS k-hat below 0.5 (the "
+                       f"focus runs below {self.max_low_khat_share:.0%}, where the full "
+                       "mixture under-samples the easy rows' tails)")
 
     def easy_rows(self, result, rows) -> np.ndarray:
         """The rows of ``rows`` that ``result`` holds from MixIS, reliable, with a Kish
@@ -156,6 +186,8 @@ class FocusedEasyMixIS(FocusedMixIS):
         return rows[from_mixis & kish & np.asarray(result.reliable, dtype=bool)[rows]]
 
     def __call__(self, ctx, rows):
+        if not self.needed(ctx)[0]:  # "auto" and not needed: no row, no note
+            return self._nothing(None)
         easy = self.easy_rows(ctx.result, rows)
         n = ctx.log_lik.shape[1]
         if easy.size == 0 or easy.size >= n:  # nothing to focus on, or the full mixture
@@ -167,9 +199,10 @@ class FocusedEasyMixIS(FocusedMixIS):
         return est
 
     def _nothing(self, why):
-        """No row: the rows keep the full mixture's estimates; a note says why."""
+        """No row: the rows keep the full mixture's estimates; a note says why (none when
+        ``why`` is None)."""
         from loo_adapt.estimators.base import Estimate
 
+        notes = () if why is None else (f"No focused fit over the easy rows: {why}.",)
         return Estimate.make(self.name, np.empty(0, np.int64), np.nan, np.nan, False,
-                             method="mixis", notes=(f"No focused fit over the easy rows: "
-                                                    f"{why}.",))
+                             method="mixis", notes=notes)

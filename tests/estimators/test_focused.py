@@ -166,7 +166,10 @@ def test_loo_with_a_program_focuses_before_refitting():
         warnings.simplefilter("ignore")
         res = loo_adapt.loo(draws, **kw).loo_adapt
         plain = loo_adapt.loo(draws, mixis_focus=False, **kw).loo_adapt
+    # 8 of 54 rows have PSIS k-hat < 1/2 here (15 %, not below 10 %): no easy-row focus,
+    # and nothing said about it
     assert [h["estimator"] for h in res.history] == ["mixis", "mixis_focused", "refit"]
+    assert not any("easy rows" in note for note in res.notes)
     assert all(h["seconds"] >= 0 for h in res.history)  # each stage's wall time
     focused = np.array([any(h["estimator"] == "mixis_focused" and h["accepted"][
         np.flatnonzero(h["rows"] == i)[0]] for h in res.history if i in h["rows"])
@@ -285,12 +288,57 @@ def test_easy_rows_get_their_own_focused_fit(tmp_path):
     assert "declares only the mixis flag" in est.notes[0]
 
 
-def test_easy_row_focus_is_opt_in_and_runs_after_mixis():
-    names = [type(s.estimator).__name__ for s in plan_stages(program="model.stan")]
-    assert "FocusedEasyMixIS" not in names
-    stages = plan_stages(program="model.stan", mixis_focus_easy=True)
+def test_easy_row_focus_runs_after_mixis_where_the_posterior_needs_it():
+    from loo_adapt.estimators.focused import EASY_FOCUS_SHARE
+
+    stages = plan_stages(program="model.stan")
     names = [type(s.estimator).__name__ for s in stages]
     assert names[:3] == ["MixIS", "FocusedEasyMixIS", "FocusedMixIS"]
     assert (stages[1].rows, stages[1].accept) == ("all", "all")
+    assert stages[1].estimator.max_low_khat_share == EASY_FOCUS_SHARE == 0.1  # "auto"
+    always = plan_stages(program="model.stan", mixis_focus_easy=True)[1].estimator
+    assert type(always).__name__ == "FocusedEasyMixIS" and always.max_low_khat_share is None
+    assert "FocusedEasyMixIS" not in [type(s.estimator).__name__ for s in plan_stages(
+        program="model.stan", mixis_focus_easy=False)]
     assert "FocusedEasyMixIS" not in [type(s.estimator).__name__ for s in plan_stages(
         mixis_draws=object(), mixis_focus_easy=True)]  # no program: nothing to fit
+    for bad in ("yes", 2, None):
+        with pytest.raises(ValueError, match="mixis_focus_easy must be"):
+            plan_stages(program="model.stan", mixis_focus_easy=bad)
+
+
+def test_auto_easy_row_focus_follows_the_share_of_low_khat_rows(tmp_path):
+    """"auto" focuses only where fewer than 10 % of the rows have a plain-PSIS k-hat below
+    1/2.  One parameter per observation: each leave-one-out posterior puts theta_i back on
+    its prior, 2.2 times wider than its posterior (importance ratios with tail index
+    1 - (0.894 / 2)^2 = 0.8), so no row has k-hat < 1/2 and the focused fit runs; one mean
+    shared by 40 observations: every leave-one-out posterior is close to the posterior
+    (k-hat < 1/2 in every row, as arviz's psislw finds), so it asks for no fit and returns
+    nothing (no row, no note: a stage with nothing to do); `needed` says why."""
+    import arviz as az
+
+    from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS
+
+    auto = FocusedEasyMixIS(max_low_khat_share=EASY_FOCUS_SHARE)
+    y, post_mean, truth = _problem(n=40)
+    n = y.size
+    rng = np.random.default_rng(5)
+    theta = rng.normal(post_mean, POST_SD, size=(4, 500, n))
+    apart = read_dict({"log_lik": stats.norm.logpdf(y, theta, SIG)}, method="mcmc")
+    mu = rng.normal(y.mean(), SIG / np.sqrt(n), size=(4, 500, 1))
+    shared = read_dict({"log_lik": stats.norm.logpdf(y, mu, SIG)}, method="mcmc")
+    k_apart = az.psislw(-apart.log_lik().reshape(2000, n).T.copy())[1]
+    k_shared = az.psislw(-shared.log_lik().reshape(2000, n).T.copy())[1]
+    assert np.mean(k_apart < 0.5) < 0.1 and np.all(k_shared < 0.5)
+    kish = np.full(n, 900.0)
+    kish[::4] = 50.0  # a quarter of the rows not easy: the focus is not the full mixture
+    for posterior, runs in ((apart, True), (shared, False)):
+        prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=7)
+        ctx = _ctx(posterior, prog)
+        ctx.result = _result_so_far(n, ["mixis"] * n, kish, np.ones(n, bool))
+        est = auto(ctx, np.arange(n))
+        if runs:
+            assert prog.asked == [[i for i in range(n) if i % 4]] and est.rows.size == 30
+        else:
+            assert prog.asked == [] and est.rows.size == 0 and est.notes == ()
+            assert "100% of the rows have a plain-PSIS k-hat below 0.5" in auto.needed(ctx)[1]
