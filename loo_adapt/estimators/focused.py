@@ -161,7 +161,10 @@ class FocusedEasyMixIS(FocusedMixIS):
 
     def needed(self, ctx) -> tuple[bool, str]:
         """(whether to focus, why not): with ``max_low_khat_share``, only when fewer than
-        that share of the rows have a plain-PSIS k-hat below 1/2 (NaN counts as not)."""
+        that share of the rows have a plain-PSIS k-hat below 1/2 (NaN counts as not).  The
+        rule was chosen on MCMC posteriors; on draws of an approximation (ADVI, Laplace,
+        Pathfinder) the k-hats also carry the approximation's error, so it focuses more
+        often there."""
         if self.max_low_khat_share is None:
             return True, ""
         khat = np.asarray(ctx.base.pareto_k, dtype=float)
