@@ -113,10 +113,10 @@ def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0,
     """The default with a program; its refits are checkpointed under `benchmarks/cache/`
     (one directory per benchmark, seed and path), so a rerun resumes them: the seconds of the
     resumed refits, as they were measured when made, are added (one after another)."""
+    easy_tag = {True: "easy-", False: "noeasy-"}.get(easy, "")  # "auto": the default's
     ck = CACHE / (f"{bench.name}-refits-{'' if focus else 'nofocus-'}"
                   f"{f'spot{spot_checks}-' if spot_checks else ''}"
-                  f"{'' if mcse == 'delta' else f'{mcse}-'}"
-                  f"{{True: 'easy-', False: 'noeasy-'}}.get(easy, '')}}seed{seed}")
+                  f"{'' if mcse == 'delta' else f'{mcse}-'}{easy_tag}seed{seed}")
     cached = {}  # row -> seconds of a refit made by an earlier run
     if ck.is_dir():
         for f in ck.glob("*.npz"):
