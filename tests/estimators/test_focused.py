@@ -241,7 +241,8 @@ def _result_so_far(n, method, kish, reliable):
 
 
 def test_easy_rows_get_their_own_focused_fit(tmp_path):
-    """Opt-in stage: the rows MixIS verified with a Kish ESS above 400 (pooled or not) get one
+    """The stage as ``mixis_focus_easy=True`` runs it (no k-hat rule): the rows MixIS
+    verified with a Kish ESS above 400 (pooled or not) get one
     focused fit; rows from other estimators, unverified or with a small Kish ESS are not
     asked about.  Its estimates match the closed-form LOO densities within their MCSEs (rms
     z over replicates near 1); with no easy row it asks for no fit and returns no rows."""
