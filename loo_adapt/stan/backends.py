@@ -525,11 +525,14 @@ def fit(
     if chosen == "stanli":
         import stanli
 
+        from loo_adapt.stan.interrupts import signals_not_lost
+
         model = stanli.Model(stan_file=str(path), data=_jsonable(data), seed=seed)
-        result = model.sample(
-            chains=chains, seed=seed, warmup=warmup, samples=draws, delta=delta,
-            max_depth=max_treedepth, refresh=refresh, parallel_chains=parallel,
-        )
+        with signals_not_lost():  # stanli may drop a Ctrl-C that lands as a fit ends
+            result = model.sample(
+                chains=chains, seed=seed, warmup=warmup, samples=draws, delta=delta,
+                max_depth=max_treedepth, refresh=refresh, parallel_chains=parallel,
+            )
         from loo_adapt.io.readers import read_stanli
 
         out = read_stanli(result)

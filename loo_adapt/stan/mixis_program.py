@@ -562,14 +562,17 @@ def fit_mixture(
         import stanli
 
         from loo_adapt.io.readers import read_stanli
+        from loo_adapt.stan.interrupts import signals_not_lost
 
         model = stanli.Model(stan_file=str(program.stan_file), data=_stan._jsonable(data),
                              seed=seed)
-        fit = model.sample(
-            chains=chains, seed=seed, warmup=warmup, samples=draws, delta=delta,
-            max_depth=depth, refresh=0, inits=opts["inits"], inv_metric=opts["inv_metric"],
-            step_size=opts["step_size"], parallel_chains=parallel,
-        )
+        with signals_not_lost():  # stanli may drop a Ctrl-C that lands as a fit ends
+            fit = model.sample(
+                chains=chains, seed=seed, warmup=warmup, samples=draws, delta=delta,
+                max_depth=depth, refresh=0, inits=opts["inits"],
+                inv_metric=opts["inv_metric"], step_size=opts["step_size"],
+                parallel_chains=parallel,
+            )
         out = read_stanli(fit)
     elif backend == "cmdstan":
         with _stan.quiet_cmdstanpy():

@@ -36,31 +36,12 @@ def _wait_for_refits(proc, log: Path, timeout=120.0):
     while time.monotonic() - t0 < timeout:
         if proc.poll() is not None:
             pytest.fail(f"the CLI ended early ({proc.returncode}): {log.read_text()[-500:]}")
-        # the first refit runs alone (it is timed); the rest run in worker processes: signal
-        # those (a signal inside the first refit's native sampler call is stanli's to handle)
+        # after the first refit (timed alone) the others run in worker processes, or in
+        # this process one after another where the cores allow one worker
         if re.search(r"LOO refits:.*\b[1-9]\d*/\d+", log.read_text(errors="replace")):
             return
         time.sleep(0.2)
     pytest.fail("the refits did not start")
-
-
-def _refits_done(log: Path) -> int:
-    """Finished refits the progress bar shows last."""
-    counts = re.findall(r"LOO refits:[^\n\r]*?\b(\d+)/\d+", log.read_text(errors="replace"))
-    return int(counts[-1]) if counts else 0
-
-
-def _refits_go_on(proc, log: Path, seen: int, timeout=30.0) -> bool:
-    """True if, after a signal, refits keep finishing beyond the two the workers may have had
-    in hand (the signal was lost); False once the process ends or the refits stop."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            return False
-        if time.monotonic() - t0 > 1.5 and _refits_done(log) > seen + 2:
-            return True
-        time.sleep(0.2)
-    return False
 
 
 @pytest.mark.slow
@@ -76,16 +57,10 @@ def test_signal_during_refits(tmp_path, sig, code, word):
         _wait_for_refits(proc, log)
         time.sleep(1.0)
         children = psutil.Process(proc.pid).children(recursive=True)
-        # A signal that lands while the main thread is inside one of stanli's native calls
-        # is taken by stanli's own interrupt watch and can be lost (a stanli limitation, seen
-        # about once in five runs); a user who sees the refits go on presses Ctrl-C again: so
-        # do we, at most twice more -- only when the progress bar shows more refits finishing
-        # than the workers had in hand (a taken signal stops them; a second one during the
-        # clean-up would be a different test).
-        for _ in range(3):
-            proc.send_signal(sig)
-            if not _refits_go_on(proc, log, _refits_done(log)):
-                break
+        # one signal: a Ctrl-C that lands inside a refit's native sampler call, after its
+        # last poll, used to be dropped by stanli (a third of the signals sent at random
+        # here); `loo_adapt.stan.interrupts.signals_not_lost` raises it after the call
+        proc.send_signal(sig)
         rc = proc.wait(timeout=90)
     finally:
         if proc.poll() is None:
