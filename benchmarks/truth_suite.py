@@ -33,7 +33,9 @@ FIT_KWARGS = {"logistic_normal": {"adapt_delta": 0.8}, "rhs_logistic": {"adapt_d
               "relu1": {"adapt_delta": 0.95}}
 
 
-def _suite_module():
+def suite_module():
+    """The truth suite's module (`benchmarks/truth/suite.py`: its ``SPLIT``, ``load``,
+    ``program``), or None where the suite is absent."""
     if (SUITE / "suite.py").exists():
         sys.path.insert(0, str(SUITE))
         import suite  # noqa: PLC0415
@@ -43,7 +45,7 @@ def _suite_module():
 
 
 def _split():
-    mod = _suite_module()
+    mod = suite_module()
     if mod is not None:
         return mod.SPLIT
     return {"choose": ["logistic_normal", "relu1"], "report": ["rhs_logistic"]}
@@ -92,7 +94,7 @@ def _family(name, data):
 
 
 def _suite_benchmark(name, partial=False):
-    mod = _suite_module()
+    mod = suite_module()
     data, _, truth = mod.load(name, partial=partial)
     program = mod.program(name)
     CACHE.mkdir(exist_ok=True)
@@ -111,7 +113,7 @@ def benchmark_names(half: str, benchmarks=None) -> list[str]:
     if benchmarks:
         return list(benchmarks)
     names = SPLIT["choose"] + SPLIT["report"] if half == "all" else list(SPLIT[half])
-    mod = _suite_module()
+    mod = suite_module()
     if mod is None or not hasattr(mod, "has_truth"):
         return names
     pending = [n for n in names if not mod.has_truth(n)]

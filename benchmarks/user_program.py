@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import _suite_module  # noqa: E402
+from truth_suite import suite_module  # noqa: E402
 
 import loo_adapt  # noqa: E402
 
@@ -87,7 +87,7 @@ def main(argv=None):
     parser.add_argument("--benchmarks", nargs="+", default=["rhs_microarray_next"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[11])
     args = parser.parse_args(argv)
-    suite = _suite_module()
+    suite = suite_module()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "my_horseshoe.stan"
         path.write_text(PROGRAM)
