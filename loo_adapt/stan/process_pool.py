@@ -234,7 +234,12 @@ class LocalProcessPool:
         slot = next((s for s in self._slots if s.key is None), None)
         if slot is None:
             raise RuntimeError("no idle worker")  # run_tasks never over-submits
-        slot.conn.send((key, fn, args))
+        try:
+            slot.conn.send((key, fn, args))
+        except (EOFError, OSError):
+            # the worker is gone (it failed starting, or died since its last task): `poll`
+            # finds it dead and reports the task as died, or raises the start-up hint
+            pass
         slot.key = key
 
     def started_at(self, key) -> float | None:

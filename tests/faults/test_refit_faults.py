@@ -266,6 +266,26 @@ def test_local_pool_replaces_a_killed_worker_and_closes_cleanly():
     assert wait_gone(pids + pool.pids()) == []
 
 
+def test_a_task_sent_to_a_worker_that_died_idle_is_reported_not_a_broken_pipe():
+    # a worker that dies between tasks (killed, or failing as it starts) closes its pipe: the
+    # next task sent to it must come back as "died" and the worker be replaced, not raise
+    # BrokenPipeError out of the loop (what a script without a main guard sometimes got)
+    pool = LocalProcessPool(1, needs_main=False)
+    try:
+        got = []
+        run_tasks([("a", abs, (-1,))], pool, on_result=lambda *r: got.append(r))
+        (pid,) = pool.pids()
+        os.kill(pid, signal.SIGKILL)
+        assert wait_gone([pid]) == []
+        run_tasks([("b", abs, (-3,))], pool, on_result=lambda *r: got.append(r))
+        run_tasks([("c", abs, (-5,))], pool, on_result=lambda *r: got.append(r))
+        assert got[0] == ("a", "ok", 1) and got[2] == ("c", "ok", 5)
+        assert got[1][:2] == ("b", "died") and "died" in got[1][2]
+        assert pool.pids() != [pid]
+    finally:
+        pool.close()
+
+
 def test_max_seconds_is_a_hard_limit_for_a_hung_refit(tmp_path):
     # observation 3 hangs for 120 s; the 6 s budget stops it and leaves the rest out
     t0 = time.monotonic()
