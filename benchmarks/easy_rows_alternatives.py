@@ -35,6 +35,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from focus_easy_rows import z_summary  # noqa: E402
 from truth_suite import CACHE, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.core.ess import ess_mean  # noqa: E402
@@ -102,10 +103,8 @@ def focused_fit(bench, seed, easy):
     return out
 
 
-def line(label, e, m, t, tm):
-    z = (e - t) / np.hypot(m, tm)
-    return (f"  {label:30s} mean z {z.mean():+.2f}, rms z {np.sqrt(np.mean(z**2)):.2f}, "
-            f"summed error {np.sum(e - t):+.3f}")
+def line(label, e, m, truth_rows):
+    return f"  {label:30s} {z_summary(e, m, truth_rows)}"
 
 
 def main(argv=None):
@@ -126,22 +125,23 @@ def main(argv=None):
             n = llf.shape[2]
             full = mixis_loo(llf)
             easy = np.array([i for i in np.flatnonzero(full.ess > 400) if i in pos])
-            t, tm = truth[[pos[i] for i in easy], 1], truth[[pos[i] for i in easy], 2]
+            rows_t = truth[[pos[i] for i in easy]]
+            t, tm = rows_t[:, 1], rows_t[:, 2]
             out = [f"{name} seed {seed}: {easy.size} easy rows",
                    line("full mixture (4 x 1000)", full.elpd_i[easy], full.mcse_elpd_i[easy],
-                        t, tm)]
+                        rows_t)]
             if args.study == "defensive":
                 e, m = balanced([post if post.ndim == 3 else post[None], llf], [[], None])
-                out.append(line("posterior + full mixture", e[easy], m[easy], t, tm))
+                out.append(line("posterior + full mixture", e[easy], m[easy], rows_t))
             elif args.study == "halves":
                 c, _ = halves_corrected(llf)
                 out.append(line("full, corrected by halves", c[easy], full.mcse_elpd_i[easy],
-                                t, tm))
+                                rows_t))
                 fit, _ = focused_fit(bench, seed, easy)
                 ll_r = np.asarray(fit.log_lik()).reshape(4, -1, n)[..., easy]
                 c, fo = halves_corrected(ll_r)
-                out.append(line("focused (4 x 4000)", fo.elpd_i, fo.mcse_elpd_i, t, tm))
-                out.append(line("focused, corrected by halves", c, fo.mcse_elpd_i, t, tm))
+                out.append(line("focused (4 x 4000)", fo.elpd_i, fo.mcse_elpd_i, rows_t))
+                out.append(line("focused, corrected by halves", c, fo.mcse_elpd_i, rows_t))
             else:
                 fit, secs = focused_fit(bench, seed, easy)
                 ll_r = np.asarray(fit.log_lik()).reshape(4, -1, n)

@@ -40,7 +40,9 @@ from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 from loo_adapt.stan.mixis_program import fit_mixture  # noqa: E402
 
 
-def _summary(est_elpd, est_mcse, truth):
+def z_summary(est_elpd, est_mcse, truth):
+    """Mean and rms of z = error / (MCSE and the truth's MC error combined), and the summed
+    error, of estimates against ``truth`` rows (columns i, elpd_loo, mc_se, ...)."""
     err = est_elpd - truth[:, 1]
     z = err / np.hypot(est_mcse, truth[:, 2])
     return (f"mean z {z.mean():+.2f}, rms z {np.sqrt(np.mean(z ** 2)):.2f}, summed error "
@@ -87,8 +89,8 @@ def main(argv=None):
             est = mixis_loo(np.asarray(focused.log_lik())[..., easy])
             print(f"{name} seed {seed}: {easy.size} rows with Kish ESS > {args.kish:g}; full "
                   f"mixture ({fit_seconds:.0f} s): "
-                  f"{_summary(full.elpd_i[easy], full.mcse_elpd_i[easy], t)}; focused mixture "
-                  f"({seconds:.0f} s): {_summary(est.elpd_i, est.mcse_elpd_i, t)}, median Kish "
+                  f"{z_summary(full.elpd_i[easy], full.mcse_elpd_i[easy], t)}; focused mixture "
+                  f"({seconds:.0f} s): {z_summary(est.elpd_i, est.mcse_elpd_i, t)}, median Kish "
                   f"ESS {np.median(est.ess):.0f}", flush=True)
             # every row with a truth: the other rows from the full mixture, the easy rows
             # from the focused one
@@ -99,9 +101,9 @@ def main(argv=None):
             if other.size:
                 t_other = truth[[pos[int(i)] for i in other]]
                 print(f"    other {other.size} rows (full mixture): "
-                      f"{_summary(full.elpd_i[other], full.mcse_elpd_i[other], t_other)}; all "
+                      f"{z_summary(full.elpd_i[other], full.mcse_elpd_i[other], t_other)}; all "
                       f"{rows.size} rows, easy ones focused: "
-                      f"{_summary(elpd[rows], mcse[rows], truth[[pos[int(i)] for i in rows]])}",
+                      f"{z_summary(elpd[rows], mcse[rows], truth[[pos[int(i)] for i in rows]])}",
                       flush=True)
 
 
@@ -126,7 +128,7 @@ def trigger(args):
             if easy.size:
                 t = truth[[pos[int(i)] for i in easy]]
                 print(f"    seed {seed}: {easy.size} rows with Kish ESS > {args.kish:g}, full "
-                      f"mixture: {_summary(full.elpd_i[easy], full.mcse_elpd_i[easy], t)}",
+                      f"mixture: {z_summary(full.elpd_i[easy], full.mcse_elpd_i[easy], t)}",
                       flush=True)
 
 
