@@ -42,7 +42,13 @@ chosen half: whether the issue's targets hold (total error within 2 MC and RMSE 
 + 0.005 with a program; never worse than PSIS without one).
 
     python benchmarks/truth.py [--half choose|report|all] [--seeds 1 2 3] [--benchmarks ...]
-                               [--partial] [--estimators LABEL ...]
+                               [--partial] [--estimators LABEL ...] [--worst K]
+
+``--worst K`` prints, under each estimator's line, the K verified rows with the largest |z|
+(row, z, error, MCSE, the truth's MC error, plain-PSIS k-hat, the stage that verified it and
+the method) and the signs of the verified rows with |z| > 2 with a two-sided binomial
+p-value against equal signs; the closing summary adds those signs over every benchmark and
+seed.  Calibration misses that share a sign are a bias the MCSE cannot see, not noise.
 
 ``--partial`` evaluates a benchmark whose brute-force refits are not all done on the folds
 that are (the estimators still see every observation; errors, totals and the combined MC
@@ -141,6 +147,32 @@ def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0,
     return res, mixture[1] + before
 
 
+def _signs(n_pos: int, n_neg: int) -> str:
+    """Verified rows with z > 2 and z < -2, and the two-sided binomial p-value of that split
+    against equal chances."""
+    from scipy.stats import binomtest
+
+    n = n_pos + n_neg
+    p = binomtest(n_pos, n, 0.5).pvalue if n else 1.0
+    return f"|z| > 2: {n_pos} optimistic (z > 2), {n_neg} pessimistic; binomial p = {p:.2g}"
+
+
+def _print_worst(res, psis, idx, truth, err, ver, zv, k):
+    """The ``k`` verified rows of largest |z|, and the signs of those with |z| > 2."""
+    rows = idx[ver]
+    mcse = res.mcse_elpd_i[idx][ver]
+    by = (np.asarray(res.verified_by, dtype=object)[idx][ver] if res.verified_by is not None
+          else np.full(rows.size, "", dtype=object))
+    method = (np.asarray(res.method, dtype=object)[idx][ver] if res.method is not None
+              else np.full(rows.size, "", dtype=object))
+    for q in np.argsort(-np.abs(zv))[:k]:
+        i = rows[q]
+        print(f"{'':28s}row {i:4d}  z {zv[q]:+6.2f}  error {err[ver][q]:+.4f}  "
+              f"MCSE {mcse[q]:.4f}  truth MC {truth[ver, 2][q]:.4f}  "
+              f"PSIS k-hat {psis.pareto_k[i]:.2f}  {by[q]} ({method[q]})")
+    print(f"{'':28s}{_signs(int(np.sum(zv > 2)), int(np.sum(zv < -2)))}")
+
+
 def _posterior_seconds(bench):
     """Wall time of one posterior fit of the benchmark's program with its posterior draws'
     chains and draws (the unit of the cost column)."""
@@ -158,6 +190,9 @@ def main(argv=None):
     parser.add_argument("--refit-budget", type=int, default=5)
     parser.add_argument("--partial", action="store_true",
                         help="use the finished folds of an unfinished truth")
+    parser.add_argument("--worst", type=int, default=0, metavar="K",
+                        help="print the K verified rows with the largest |z| and the signs "
+                             "of those with |z| > 2")
     parser.add_argument("--estimators", nargs="*", metavar="LABEL",
                         help="run only these rows (labels as printed, e.g. psis mixis "
                              "'default, with program'); psis and mixis always run (the "
@@ -201,6 +236,7 @@ def main(argv=None):
                 ver = np.asarray(res.reliable)[idx] & np.isfinite(res.mcse_elpd_i[idx])
                 zv = err[ver] / np.hypot(res.mcse_elpd_i[idx][ver], truth[ver, 2])
                 rec = dict(bench=name, seed=seed, rmse=float(np.sqrt(np.mean(err**2))),
+                           n_pos2=int(np.sum(zv > 2)), n_neg2=int(np.sum(zv < -2)),
                            rms_z=float(np.sqrt(np.mean(zv**2))) if zv.size else np.nan,
                            n_z3=int(np.sum(np.abs(zv) > 3)),
                            rmse_high=float(np.sqrt(np.mean(err[high] ** 2))) if high.any()
@@ -216,6 +252,8 @@ def main(argv=None):
                 if getattr(res, "stage_seconds", None):
                     print(f"{'':26s} stages in posterior fits: " + ", ".join(
                         f"{k} {v / t_post:.2f}" for k, v in res.stage_seconds.items()))
+                if args.worst and zv.size:
+                    _print_worst(res, psis, idx, truth, err, ver, zv, args.worst)
     print(f"\n== targets over {', '.join(names)}, seeds {args.seeds}")
     psis = {(r["bench"], r["seed"]): r for r in summary["psis"]}
     mixis = {(r["bench"], r["seed"]): r for r in summary["mixis"]}
@@ -230,6 +268,9 @@ def main(argv=None):
               f"{worse}/{len(recs)}; RMSE <= MixIS + 0.005: {near_mixis}/{len(recs)}; "
               f"mean seconds {np.mean([r['sec'] for r in recs]):.1f}; median posterior fits "
               f"{np.median([r['fits'] for r in recs]):.2f}")
+        if args.worst:
+            n_pos, n_neg = sum(r["n_pos2"] for r in recs), sum(r["n_neg2"] for r in recs)
+            print(f"{'':26s} {_signs(n_pos, n_neg)}")
 
 
 if __name__ == "__main__":
