@@ -158,7 +158,7 @@ def _signs(n_pos: int, n_neg: int) -> str:
 
 
 def _print_worst(res, psis, idx, truth, err, ver, zv, k):
-    """The ``k`` verified rows of largest |z|, and the signs of those with |z| > 2."""
+    """The ``k`` verified rows of largest |z| (``zv``: z of the rows ``ver`` marks)."""
     rows = idx[ver]
     mcse = res.mcse_elpd_i[idx][ver]
     by = (np.asarray(res.verified_by, dtype=object)[idx][ver] if res.verified_by is not None
@@ -170,7 +170,6 @@ def _print_worst(res, psis, idx, truth, err, ver, zv, k):
         print(f"{'':28s}row {i:4d}  z {zv[q]:+6.2f}  error {err[ver][q]:+.4f}  "
               f"MCSE {mcse[q]:.4f}  truth MC {truth[ver, 2][q]:.4f}  "
               f"PSIS k-hat {psis.pareto_k[i]:.2f}  {by[q]} ({method[q]})")
-    print(f"{'':28s}{_signs(int(np.sum(zv > 2)), int(np.sum(zv < -2)))}")
 
 
 def _posterior_seconds(bench):
@@ -254,6 +253,7 @@ def main(argv=None):
                         f"{k} {v / t_post:.2f}" for k, v in res.stage_seconds.items()))
                 if args.worst and zv.size:
                     _print_worst(res, psis, idx, truth, err, ver, zv, args.worst)
+                    print(f"{'':28s}{_signs(rec['n_pos2'], rec['n_neg2'])}")
     print(f"\n== targets over {', '.join(names)}, seeds {args.seeds}")
     psis = {(r["bench"], r["seed"]): r for r in summary["psis"]}
     mixis = {(r["bench"], r["seed"]): r for r in summary["mixis"]}
