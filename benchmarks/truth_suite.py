@@ -79,7 +79,7 @@ def _fixture(name):
 #: suite benchmark -> registered bundled program whose model family it uses (None: below)
 FAMILY = {"logistic_n300": "logistic_normal", "relu5": "relu_net", "rhs_wide": "logistic_rhs",
           "rhs_microarray": "logistic_rhs", "rhs_wide_099": "logistic_rhs",
-          "rhs_microarray_next": "logistic_rhs"}
+          "rhs_microarray_next": "logistic_rhs", "logistic_normal_long": "logistic_normal"}
 
 
 def _family(name, data):

@@ -110,6 +110,12 @@ def data_relu5(n=64, seed=20263):
     return backends.stan_data("relu_net", X, y, H=5, prior_sd=2.0)
 
 
+def data_fixture_logistic_normal():
+    """The CmdStan fixture logistic_normal's data (``tests/data/cmdstan``), as is."""
+    return json.loads((ROOT / "tests" / "data" / "cmdstan" / "logistic_normal.data.json")
+                      .read_text())
+
+
 def data_logistic_n300(n=320, p=10, n_out=4, seed=20264):
     """Normal-prior logistic regression, n = 320; four rows far out (x 5 before
     standardising) with the label the signal argues against: a few influential points."""
@@ -227,6 +233,11 @@ BENCHMARKS = {
         # samples, the next 150 genes of each data set (report half)
         Benchmark("rhs_microarray_next", "logistic_rhs", data_rhs_microarray_next,
                   fit_kwargs={"adapt_delta": 0.99}),
+        # a second truth for the fixture logistic_normal (its truth's MC error is the spread of
+        # 4 chain estimates, 3 degrees of freedom): the same data and program, stanli, 4 x
+        # 25000 draws per fold.  In neither half: it shares the data of a report benchmark.
+        Benchmark("logistic_normal_long", "logistic_normal", data_fixture_logistic_normal,
+                  draws=25000, fit_kwargs={"adapt_delta": 0.8}),
         # rhs_wide's data remade at adapt_delta 0.99 (106 of its 130 folds diverged at 0.95)
         Benchmark("rhs_wide_099", "logistic_rhs", data_rhs_wide,
                   fit_kwargs={"adapt_delta": 0.99}, data_from="rhs_wide"),
@@ -384,27 +395,51 @@ def khat_report(bench: Benchmark, seed: int = 1) -> None:
           f"total {err.sum():+.2f}; p_loo_i < -3 MC se: {(p_loo < -3 * se).sum()}")
 
 
-def compare(bench: Benchmark, other: Benchmark) -> None:
+#: the CmdStan fixtures' truths (``tests/data/cmdstan/truth``; no checkpoint: divergences
+#: unknown, MC se the spread of the 4 chains' estimates / 2)
+FIXTURE_TRUTHS = ("logistic_normal", "rhs_logistic", "relu1")
+
+
+def _truth_records(name: str) -> dict[int, dict]:
+    """A truth's finished folds by index: a suite benchmark's checkpoint, or a fixture's CSV
+    (its divergences recorded as -1, unknown)."""
+    if name in BENCHMARKS:
+        return read_checkpoint(BENCHMARKS[name].checkpoint)
+    rows = np.loadtxt(ROOT / "tests" / "data" / "cmdstan" / "truth" / f"{name}.csv",
+                      delimiter=",", skiprows=1, ndmin=2)
+    return {int(r[0]): {"elpd_loo": float(r[1]), "mc_se": float(r[2]), "divergent": -1}
+            for r in rows}
+
+
+def compare(bench: Benchmark, other: str) -> None:
     """The folds both truths have finished, side by side: mean and rms z of the difference
     over the combined MC se, the summed difference with its MC se, and the divergent
-    transitions of each (for a truth remade with other sampler settings)."""
-    mine, theirs = read_checkpoint(bench.checkpoint), read_checkpoint(other.checkpoint)
+    transitions of each (for a truth remade with other sampler settings).  ``other``: a
+    suite benchmark or a CmdStan fixture (`FIXTURE_TRUTHS`) with the same data."""
+    mine, theirs = read_checkpoint(bench.checkpoint), _truth_records(other)
     common = sorted(set(mine) & set(theirs))
     if not common:
-        print(f"{bench.name} and {other.name}: no fold finished in both")
+        print(f"{bench.name} and {other}: no fold finished in both")
         return
     d = np.array([mine[i]["elpd_loo"] - theirs[i]["elpd_loo"] for i in common])
     se = np.array([np.hypot(mine[i]["mc_se"], theirs[i]["mc_se"]) for i in common])
     z = d / se
-    div = [(max(mine[i]["divergent"], 0), max(theirs[i]["divergent"], 0)) for i in common]
-    print(f"{bench.name} - {other.name} on {len(common)} common folds: mean z {z.mean():+.2f}, "
+    div = [(mine[i]["divergent"], theirs[i]["divergent"]) for i in common]
+
+    def total(side):  # -1: not recorded (a fixture's truth)
+        vals = [pair[side] for pair in div]
+        if min(vals) < 0:
+            return "unknown"
+        return f"{sum(vals)} (folds with any: {sum(v > 0 for v in vals)})"
+
+    print(f"{bench.name} - {other} on {len(common)} common folds: mean z {z.mean():+.2f}, "
           f"rms z {np.sqrt(np.mean(z**2)):.2f}, |z| > 3: {(np.abs(z) > 3).sum()}, summed "
           f"difference {d.sum():+.3f} (MC se {np.sqrt(np.sum(se**2)):.3f}); divergent "
-          f"transitions {sum(a for a, _ in div)} vs {sum(b for _, b in div)} (folds with any: "
-          f"{sum(a > 0 for a, _ in div)} vs {sum(b > 0 for _, b in div)})")
+          f"transitions {total(0)} vs {total(1)}")
     for i, di, zi, (a, b) in zip(common, d, z, div):
         print(f"  fold {i:4d}: {mine[i]['elpd_loo']:+.4f} vs {theirs[i]['elpd_loo']:+.4f}, "
-              f"difference {di:+.4f} (z {zi:+.2f}); divergent {a} vs {b}")
+              f"difference {di:+.4f} (z {zi:+.2f}); divergent {a if a >= 0 else '?'} vs "
+              f"{b if b >= 0 else '?'}")
 
 
 def summary(bench: Benchmark) -> None:
@@ -428,8 +463,9 @@ def main(argv=None):
     parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one core each)")
     parser.add_argument("--limit", type=int, default=None, help="run at most this many folds")
-    parser.add_argument("--compare", choices=sorted(BENCHMARKS), metavar="OTHER",
-                        help="compare the finished folds with another truth of the same data")
+    parser.add_argument("--compare", choices=sorted(BENCHMARKS) + list(FIXTURE_TRUTHS),
+                        metavar="OTHER", help="compare the finished folds with another truth "
+                        "of the same data (a suite benchmark or a CmdStan fixture)")
     parser.add_argument("--first", default="", metavar="I,J,...",
                         help="run these folds before the others (comma-separated indices)")
     parser.add_argument("--time-one", action="store_true",
@@ -451,7 +487,7 @@ def main(argv=None):
     elif args.summary:
         summary(bench)
     elif args.compare:
-        compare(bench, BENCHMARKS[args.compare])
+        compare(bench, args.compare)
     elif args.khat:
         khat_report(bench)
     elif args.redo_min_ess is not None:
