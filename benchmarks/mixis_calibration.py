@@ -12,11 +12,19 @@ rows MixIS is pooled with), and each chain's PSIS sum over those rows against tr
 every chain shares are what PSIS's MCSE cannot see.
 
     python benchmarks/mixis_calibration.py [--half choose|report|all] [--seeds 1 2 3] [--psis]
-                                           [--mcse chains|delta]
+                                           [--mcse chains|delta] [--null]
 
 ``--mcse`` chooses MixIS's pointwise MCSE (`mixis_loo`'s ``mcse``: the delta method, the
 default, or "chains", inflated by the chains' disagreement); with "chains" both rms z are
 printed per benchmark and seed, with the inflation factor.
+
+``--null`` tests calibration as the rows' shared draws make it: each row's estimate comes
+from the same mixture draws, so the rows' errors are correlated and a sign count or rms over
+rows that takes them as independent reads a shared fluctuation as a bias.  It prints, per
+benchmark and seed and pooled over seeds and over benchmarks, the rms z, the signed count of
+rows with |z| > 2 (optimistic minus pessimistic) and the mean z, each with its p-value under
+`truth_suite.null_z` (the rows calibrated, correlated as their influence functions are; the
+truth's errors independent), and the effective number of independent rows behind the rms.
 """
 
 from __future__ import annotations
@@ -29,7 +37,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import benchmark_names, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import (  # noqa: E402
+    benchmark_names,
+    calibration_z,
+    load_benchmark,
+    mixture_fit,
+    null_z,
+)
 
 from loo_adapt.core.psis import pareto_khat  # noqa: E402
 from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
@@ -44,11 +58,14 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--psis", action="store_true")
     parser.add_argument("--mcse", default="delta", choices=("delta", "chains"))
+    parser.add_argument("--null", action="store_true")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     names = benchmark_names(args.half, args.benchmarks)
     if args.psis:
         return psis_rows(names)
+    if args.null:
+        return null_test(names, args.seeds, args.mcse)
     pooled = {b: [] for b in BINS}
     for name in names:
         bench = load_benchmark(name)
@@ -81,6 +98,49 @@ def main(argv=None):
             z = np.concatenate(zs)
             print(f"   k-hat in [{lo:4.1f}, {hi:4.1f}): {z.size:5d} rows, rms z "
                   f"{np.sqrt(np.mean(z**2)):.2f}, |z| > 3: {np.mean(np.abs(z) > 3):.1%}")
+
+
+def _stats(z):
+    """(sum of z^2, optimistic minus pessimistic count of |z| > 2, sum of z) over the last
+    axis."""
+    return (np.sum(z**2, axis=-1), np.sum(z > 2, axis=-1) - np.sum(z < -2, axis=-1),
+            np.sum(z, axis=-1))
+
+
+def _line(label, n, obs, null):
+    """One printed line: the observed statistics against their null draws."""
+    q, sg, sm = obs
+    nq, nsg, nsm = null
+    dof = 2.0 * np.mean(nq) ** 2 / np.var(nq)  # chi-square matched to the null's sum of z^2
+    p_rms = np.mean(nq >= q)
+    p_sign = np.mean(np.abs(nsg) >= abs(sg))
+    p_mean = np.mean(np.abs(nsm) >= abs(sm))
+    return (f"{label}: {n} rows ({dof:.0f} independent), rms z {np.sqrt(q / n):.2f} "
+            f"(p {p_rms:.3f}; null 95% {np.sqrt(np.quantile(nq, 0.95) / n):.2f}), "
+            f"|z| > 2 signs {int(sg):+d} (p {p_sign:.3f}), mean z {sm / n:+.2f} (p {p_mean:.3f})")
+
+
+def null_test(names, seeds, mcse):
+    """Calibration of MixIS's pointwise MCSE with the rows' correlation taken into account
+    (``--null``)."""
+    total_obs, total_null, total_n = np.zeros(3), 0.0, 0
+    for b, name in enumerate(names):
+        bench = load_benchmark(name)
+        t = bench.truth
+        obs_b, null_b, n_b = np.zeros(3), 0.0, 0
+        for seed in seeds:
+            mix, _ = mixture_fit(bench, seed)
+            est = mixis_loo(mix.log_lik().reshape(mix.n_chains, -1, t.shape[0]), mcse=mcse)
+            z = calibration_z(est.elpd_i, est.mcse_elpd_i, t)
+            nz = null_z(est.influence, est.mcse_elpd_i, t[:, 2], seed=1000 * b + seed)
+            obs, null = np.array(_stats(z)), np.array(_stats(nz))
+            print(_line(f"{name} seed {seed}", z.size, obs, null), flush=True)
+            obs_b, null_b, n_b = obs_b + obs, null_b + null, n_b + z.size
+        if len(seeds) > 1:
+            print(_line(f"{name}, seeds {seeds}", n_b, obs_b, null_b))
+        total_obs, total_null, total_n = total_obs + obs_b, total_null + null_b, total_n + n_b
+    if len(names) > 1:
+        print(_line(f"all of {', '.join(names)}", total_n, total_obs, total_null))
 
 
 def psis_rows(names):

@@ -82,6 +82,50 @@ FAMILY = {"logistic_n300": "logistic_normal", "relu5": "relu_net", "rhs_wide": "
           "rhs_microarray_next": "logistic_rhs", "logistic_normal_long": "logistic_normal"}
 
 
+def calibration_z(elpd_i, mcse_i, truth) -> np.ndarray:
+    """Each row's error to the brute-force truth in units of the combined Monte Carlo error,
+    ``z_i = (elpd_i - truth_i) / sqrt(mcse_i^2 + truth_mc_i^2)`` (``truth``: the suite's
+    (n, 4) array, columns i, elpd_loo, mc_se, p_loo_y1; near 1 in rms where the MCSEs
+    hold)."""
+    truth = np.asarray(truth, dtype=float)
+    return (np.asarray(elpd_i, dtype=float) - truth[:, 1]) / np.hypot(mcse_i, truth[:, 2])
+
+
+def null_z(influence, mcse_i, truth_mc, sims: int = 2000, seed: int = 0) -> np.ndarray:
+    """Draws of the rows' `calibration_z` under calibration, with the rows' errors as
+    correlated as one sample of draws makes them.
+
+    Every row's estimate comes from the same draws, so their errors share whatever those
+    draws got wrong: a sign test or an rms over rows that treats them as independent reads a
+    shared fluctuation as a bias.  Here the estimates' errors are normal with sd ``mcse_i``
+    and the correlation of the rows' per-draw influence functions (exact for independent
+    draws; chains' autocorrelation is taken as alike across rows), plus the truth's own
+    independent errors (sd ``truth_mc``).
+
+    Parameters
+    ----------
+    influence : (..., S, n) or (chains, draws, n) per-draw influence functions of the n
+        estimates (e.g. `MixISResult.influence`).
+    mcse_i, truth_mc : (n,) the estimates' MCSEs and the truth's MC errors.
+    sims, seed : number of null draws and their seed.
+
+    Returns
+    -------
+    (sims, n) array of null z.
+    """
+    n = np.shape(mcse_i)[0]
+    Z = np.asarray(influence, dtype=float).reshape(-1, n)
+    Z = Z - Z.mean(axis=0)
+    norm = np.sqrt(np.sum(Z**2, axis=0))
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((sims, Z.shape[0])) @ np.divide(Z, norm, out=np.zeros_like(Z),
+                                                            where=norm > 0)
+    flat = norm == 0  # a row whose influence is constant: its error independent of the rest
+    u[:, flat] = rng.standard_normal((sims, int(flat.sum())))
+    v = rng.standard_normal((sims, n))
+    return (mcse_i * u + truth_mc * v) / np.hypot(mcse_i, truth_mc)
+
+
 def _family(name, data):
     from loo_adapt.models import LogisticRegression, Normal, StudentT, model_for
 
