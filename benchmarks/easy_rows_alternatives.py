@@ -36,7 +36,7 @@ from scipy.special import logsumexp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from focus_easy_rows import z_summary  # noqa: E402
-from truth_suite import CACHE, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import CACHE, calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.core.ess import ess_mean  # noqa: E402
 from loo_adapt.estimators.focused import FOCUS_SEED_OFFSET  # noqa: E402
@@ -151,9 +151,9 @@ def main(argv=None):
                     for w in range(4000 // d):
                         part = ll_r[:, w * d:(w + 1) * d]
                         fo = mixis_loo(part[..., easy])
-                        zs.append((fo.elpd_i - t) / np.hypot(fo.mcse_elpd_i, tm))
+                        zs.append(calibration_z(fo.elpd_i, fo.mcse_elpd_i, t, tm))
                         e, m = balanced([llf, part], [None, easy])
-                        zc.append((e[easy] - t) / np.hypot(m[easy], tm))
+                        zc.append(calibration_z(e[easy], m[easy], t, tm))
                     rms = "/".join(f"{np.sqrt(np.mean(z**2)):.2f}" for z in zs)
                     rmc = "/".join(f"{np.sqrt(np.mean(z**2)):.2f}" for z in zc)
                     out.append(f"  focused 4 x {d}: rms z per window {rms}, mean z "

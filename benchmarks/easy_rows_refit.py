@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import load_benchmark  # noqa: E402
+from truth_suite import calibration_z, load_benchmark  # noqa: E402
 
 import loo_adapt  # noqa: E402
 from loo_adapt.core.psis import psislw  # noqa: E402
@@ -48,7 +48,7 @@ def _psis_against_truth(label, draws, truth):
     res = loo_adapt.loo(draws, estimator="psis", progress=False).loo_adapt
     idx = truth[:, 0].astype(int)
     err = res.elpd_i[idx] - truth[:, 1]
-    z = err / np.hypot(res.mcse_elpd_i[idx], truth[:, 2])
+    z = calibration_z(res.elpd_i[idx], res.mcse_elpd_i[idx], truth[:, 1], truth[:, 2])
     k = res.pareto_k[idx]
     for cut in (0.5, 0.7):
         m = k < cut
@@ -119,10 +119,10 @@ def main(argv=None):
         fit = program.refit_without(j, seed=999 + j, chains=4, draws=args.draws, warmup=1000)
         e, se, _ = heldout_elpd(program.heldout_log_lik(fit, j).reshape(fit.shape))
         t, ts = truth[j]
-        z = (res.elpd_i[j] - t) / np.hypot(res.mcse_elpd_i[j], ts)
+        z = calibration_z(res.elpd_i[j], res.mcse_elpd_i[j], t, ts)
         print(f"{args.benchmark} row {j}: k-hat {k[j]:.2f}; PSIS {res.elpd_i[j]:.4f} (MCSE "
               f"{res.mcse_elpd_i[j]:.4f}, z {z:+.1f}); truth {t:.4f} ({ts:.4f}); fresh refit "
-              f"({label}) {e:.4f} ({se:.4f}), refit - truth z {(e - t) / np.hypot(se, ts):+.1f}",
+              f"({label}) {e:.4f} ({se:.4f}), refit - truth z {calibration_z(e, se, t, ts):+.1f}",
               flush=True)
         if args.where:
             _where(bench.draws, fit, program, j, log_lik)

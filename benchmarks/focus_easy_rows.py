@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import benchmark_names, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import benchmark_names, calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.estimators.base import Context  # noqa: E402
 from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS  # noqa: E402
@@ -44,7 +44,7 @@ def z_summary(est_elpd, est_mcse, truth):
     """Mean and rms of z = error / (MCSE and the truth's MC error combined), and the summed
     error, of estimates against ``truth`` rows (columns i, elpd_loo, mc_se, ...)."""
     err = est_elpd - truth[:, 1]
-    z = err / np.hypot(est_mcse, truth[:, 2])
+    z = calibration_z(est_elpd, est_mcse, truth[:, 1], truth[:, 2])
     return (f"mean z {z.mean():+.2f}, rms z {np.sqrt(np.mean(z ** 2)):.2f}, summed error "
             f"{err.sum():+.3f}")
 

@@ -22,14 +22,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.estimators.focused import FOCUS_SEED_OFFSET  # noqa: E402
 from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 
 
 def _line(label, e, mcse, t_mc, bar):
-    z = e / np.hypot(mcse, t_mc)
+    z = calibration_z(e, mcse, 0.0, t_mc)  # e: errors already
     return (f"   {label:8s} RMSE {np.sqrt(np.mean(e**2)):.4f}, sum err {e.sum():+.3f}, rms z "
             f"{np.sqrt(np.mean(z**2)):.2f}, max |z| {np.abs(z).max():.1f}, MCSE median "
             f"{np.median(mcse):.3f}, <= {bar}: {int(np.sum(mcse <= bar))} of {e.size}")

@@ -76,9 +76,9 @@ def main(argv=None):
                             mcse=args.mcse)
             k = pareto_khat(est.log_weights.copy())
             err = est.elpd_i - t[:, 1]
-            z = err / np.sqrt(est.mcse_elpd_i**2 + t[:, 2] ** 2)
+            z = calibration_z(est.elpd_i, est.mcse_elpd_i, t[:, 1], t[:, 2])
             tot_mc = np.sqrt(est.mcse_total**2 + np.sum(t[:, 2] ** 2))
-            z_delta = err / np.sqrt(est.mcse_delta_i**2 + t[:, 2] ** 2)
+            z_delta = calibration_z(est.elpd_i, est.mcse_delta_i, t[:, 1], t[:, 2])
             print(f"{name} seed {seed}: S = {est.n_samples}, total error {err.sum():+.2f}, "
                   f"combined MC {tot_mc:.2f} (z {err.sum() / tot_mc:+.1f}); rms z "
                   f"{np.sqrt(np.mean(z**2)):.2f} (delta method alone "
@@ -131,7 +131,7 @@ def null_test(names, seeds, mcse):
         for seed in seeds:
             mix, _ = mixture_fit(bench, seed)
             est = mixis_loo(mix.log_lik().reshape(mix.n_chains, -1, t.shape[0]), mcse=mcse)
-            z = calibration_z(est.elpd_i, est.mcse_elpd_i, t)
+            z = calibration_z(est.elpd_i, est.mcse_elpd_i, t[:, 1], t[:, 2])
             nz = null_z(est.influence, est.mcse_elpd_i, t[:, 2], seed=1000 * b + seed)
             obs, null = np.array(_stats(z)), np.array(_stats(nz))
             print(_line(f"{name} seed {seed}", z.size, obs, null), flush=True)
@@ -157,7 +157,7 @@ def psis_rows(names):
             print(f"{name}: S = {d.n_samples} ({d.n_chains} chains), no row with k-hat < 0.5")
             continue
         err = res.elpd_i - t[:, 1]
-        z = err / np.sqrt(res.mcse_elpd_i**2 + t[:, 2] ** 2)
+        z = calibration_z(res.elpd_i, res.mcse_elpd_i, t[:, 1], t[:, 2])
         per_chain = [psis_loo.loo_pointwise(ll[c][None], r_eff=1.0, warn=False).elpd_i[good].sum()
                      - t[good, 1].sum() for c in range(d.n_chains)]
         print(f"{name}: S = {d.n_samples} ({d.n_chains} chains), {good.sum()} rows with k-hat "

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import benchmark_names, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import benchmark_names, calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.core.convergence import ess_bulk_columns  # noqa: E402
 from loo_adapt.core.psis import pareto_khat  # noqa: E402
@@ -68,9 +68,8 @@ def main(argv=None):
             res = mixis_loo(mix.log_lik())
             ess_lp = float(ess_bulk_columns(np.asarray(mix.sample_stats["lp__"]))[0])
             capped = res.mcse_elpd_i * np.sqrt(res.ess_mcse / np.minimum(res.ess_mcse, ess_lp))
-            err = res.elpd_i[idx] - truth[:, 1]
-            z = err / np.hypot(res.mcse_elpd_i[idx], truth[:, 2])
-            zc = err / np.hypot(capped[idx], truth[:, 2])
+            z = calibration_z(res.elpd_i[idx], res.mcse_elpd_i[idx], truth[:, 1], truth[:, 2])
+            zc = calibration_z(res.elpd_i[idx], capped[idx], truth[:, 1], truth[:, 2])
             zs.append(z)
             kish.append(res.ess[idx])
             if args.by_khat:

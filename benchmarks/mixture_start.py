@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import CACHE, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import CACHE, calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 
@@ -49,13 +49,13 @@ def report(label, fits, truth):
     e = np.array([r.elpd_i for r in est])
     se = np.array([r.mcse_elpd_i for r in est])
     for (mix, sec), ei, si in zip(fits, e, se):
-        z = (ei[idx] - truth[:, 1]) / np.hypot(si[idx], truth[:, 2])
+        z = calibration_z(ei[idx], si[idx], truth[:, 1], truth[:, 2])
         div = int(np.sum(mix.sample_stats.get("divergent__", 0)))
         print(f"  {label} fit ({sec:5.0f} s, {div} divergent): mean z {z.mean():+.2f}, rms z "
               f"{np.sqrt(np.mean(z ** 2)):.2f}, summed error {(ei[idx] - truth[:, 1]).sum():+.3f}")
     m = e.mean(axis=0)
     se_m = np.sqrt((se ** 2).mean(axis=0) / len(fits))
-    z = (m[idx] - truth[:, 1]) / np.hypot(se_m[idx], truth[:, 2])
+    z = calibration_z(m[idx], se_m[idx], truth[:, 1], truth[:, 2])
     spread = e.std(axis=0, ddof=1) / np.sqrt((se ** 2).mean(axis=0))
     print(f"  {label}, mean of {len(fits)} fits: mean z {z.mean():+.2f}, rms z "
           f"{np.sqrt(np.mean(z ** 2)):.2f}, summed error {(m[idx] - truth[:, 1]).sum():+.3f}; "

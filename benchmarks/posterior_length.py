@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import load_benchmark  # noqa: E402
+from truth_suite import calibration_z, load_benchmark  # noqa: E402
 
 import loo_adapt  # noqa: E402
 
@@ -39,7 +39,7 @@ def main(argv=None):
     def report(label, draws):
         pw = loo_adapt.loo(draws, estimator="psis", progress=False).loo_adapt
         err = pw.elpd_i[idx] - t[:, 1]
-        z = err / np.hypot(pw.mcse_elpd_i[idx], t[:, 2])
+        z = calibration_z(pw.elpd_i[idx], pw.mcse_elpd_i[idx], t[:, 1], t[:, 2])
         easy = pw.pareto_k[idx] < args.khat
         print(f"{args.benchmark} {label:30s} k-hat < {args.khat}: {easy.sum():3d} rows, mean z "
               f"{z[easy].mean():+.2f}, rms z {np.sqrt(np.mean(z[easy] ** 2)):.2f}, summed "

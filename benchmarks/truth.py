@@ -68,7 +68,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import CACHE, benchmark_names, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import (  # noqa: E402
+    CACHE,
+    benchmark_names,
+    calibration_z,
+    load_benchmark,
+    mixture_fit,
+)
 
 from loo_adapt.api import ALL_TRANSFORMS, loo  # noqa: E402
 
@@ -233,7 +239,8 @@ def main(argv=None):
                 # calibration of the rows the result calls verified: z against the
                 # estimator's MCSE and the truth's Monte Carlo error combined
                 ver = np.asarray(res.reliable)[idx] & np.isfinite(res.mcse_elpd_i[idx])
-                zv = err[ver] / np.hypot(res.mcse_elpd_i[idx][ver], truth[ver, 2])
+                zv = calibration_z(res.elpd_i[idx][ver], res.mcse_elpd_i[idx][ver], truth[ver, 1],
+                                    truth[ver, 2])
                 rec = dict(bench=name, seed=seed, rmse=float(np.sqrt(np.mean(err**2))),
                            n_pos2=int(np.sum(zv > 2)), n_neg2=int(np.sum(zv < -2)),
                            rms_z=float(np.sqrt(np.mean(zv**2))) if zv.size else np.nan,

@@ -82,13 +82,12 @@ FAMILY = {"logistic_n300": "logistic_normal", "relu5": "relu_net", "rhs_wide": "
           "rhs_microarray_next": "logistic_rhs", "logistic_normal_long": "logistic_normal"}
 
 
-def calibration_z(elpd_i, mcse_i, truth) -> np.ndarray:
+def calibration_z(elpd_i, mcse_i, truth_elpd, truth_mc):
     """Each row's error to the brute-force truth in units of the combined Monte Carlo error,
-    ``z_i = (elpd_i - truth_i) / sqrt(mcse_i^2 + truth_mc_i^2)`` (``truth``: the suite's
-    (n, 4) array, columns i, elpd_loo, mc_se, p_loo_y1; near 1 in rms where the MCSEs
-    hold)."""
-    truth = np.asarray(truth, dtype=float)
-    return (np.asarray(elpd_i, dtype=float) - truth[:, 1]) / np.hypot(mcse_i, truth[:, 2])
+    ``z_i = (elpd_i - truth_i) / sqrt(mcse_i^2 + truth_mc_i^2)`` (near 1 in rms where the
+    MCSEs hold); arrays or scalars (a truth array's columns 1 and 2 are ``truth_elpd`` and
+    ``truth_mc``)."""
+    return (np.asarray(elpd_i, dtype=float) - truth_elpd) / np.hypot(mcse_i, truth_mc)
 
 
 def null_z(influence, mcse_i, truth_mc, sims: int = 2000, seed: int = 0) -> np.ndarray:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import suite_module  # noqa: E402
+from truth_suite import calibration_z, suite_module  # noqa: E402
 
 import loo_adapt  # noqa: E402
 
@@ -109,7 +109,7 @@ def main(argv=None):
                 t_loo = time.perf_counter() - t0
                 r = res.loo_adapt
                 err = r.elpd_i[idx] - truth[:, 1]
-                z = err / np.hypot(r.mcse_elpd_i[idx], truth[:, 2])
+                z = calibration_z(r.elpd_i[idx], r.mcse_elpd_i[idx], truth[:, 1], truth[:, 2])
                 ver = np.asarray(r.reliable, dtype=bool)[idx]
                 mc = float(np.hypot(r.estimates()["mcse_elpd_loo"],
                                     np.sqrt(np.sum(truth[:, 2] ** 2))))
