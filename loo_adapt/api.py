@@ -103,7 +103,7 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
         stages.append(make["adaptive"]())
     elif estimator == "mixis":
         stages.append(Stage(mixis, rows="all", accept="all"))
-        if (mixis_focus_easy == "auto" or bool(mixis_focus_easy)) and program is not None:
+        if mixis_focus_easy and program is not None:  # "auto" or True (checked above)
             share = EASY_FOCUS_SHARE if isinstance(mixis_focus_easy, str) else None
             stages.append(Stage(FocusedEasyMixIS(max_mcse=mixis_max_mcse, mcse=mixis_mcse,
                                                  max_low_khat_share=share),
