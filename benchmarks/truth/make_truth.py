@@ -51,6 +51,13 @@ REDO_SEED_STEP = 1000  # a redone fold (--redo-min-ess) uses seed SEED_BASE + i 
 REDO_MIN_ESS = 400  # Stan's rule of thumb: an ESS below 100 per chain (4 chains) is not enough
 COLUMNS = ("i", "elpd_loo", "mc_se", "p_loo_y1")
 
+#: the CmdStan fixtures (data, Stan output and a truth of their own under ``truth/``; no
+#: checkpoint: divergences unknown, MC se the spread of the 4 chains' estimates / 2)
+FIXTURE_DIR = ROOT / "tests" / "data" / "cmdstan"
+#: fixture -> (bundled program with the same parameters and data, adapt_delta of its truth)
+FIXTURE_TRUTHS = {"logistic_normal": ("logistic_normal", 0.8),
+                  "rhs_logistic": ("logistic_rhs", 0.95), "relu1": ("relu_net", 0.95)}
+
 
 # ------------------------------------------------------------------------------------------
 # simulated data (each from its own fixed seed)
@@ -112,8 +119,7 @@ def data_relu5(n=64, seed=20263):
 
 def data_fixture_logistic_normal():
     """The CmdStan fixture logistic_normal's data (``tests/data/cmdstan``), as is."""
-    return json.loads((ROOT / "tests" / "data" / "cmdstan" / "logistic_normal.data.json")
-                      .read_text())
+    return json.loads((FIXTURE_DIR / "logistic_normal.data.json").read_text())
 
 
 def data_logistic_n300(n=320, p=10, n_out=4, seed=20264):
@@ -395,18 +401,13 @@ def khat_report(bench: Benchmark, seed: int = 1) -> None:
           f"total {err.sum():+.2f}; p_loo_i < -3 MC se: {(p_loo < -3 * se).sum()}")
 
 
-#: the CmdStan fixtures' truths (``tests/data/cmdstan/truth``; no checkpoint: divergences
-#: unknown, MC se the spread of the 4 chains' estimates / 2)
-FIXTURE_TRUTHS = ("logistic_normal", "rhs_logistic", "relu1")
-
-
 def _truth_records(name: str) -> dict[int, dict]:
     """A truth's finished folds by index: a suite benchmark's checkpoint, or a fixture's CSV
     (its divergences recorded as -1, unknown)."""
     if name in BENCHMARKS:
         return read_checkpoint(BENCHMARKS[name].checkpoint)
-    rows = np.loadtxt(ROOT / "tests" / "data" / "cmdstan" / "truth" / f"{name}.csv",
-                      delimiter=",", skiprows=1, ndmin=2)
+    rows = np.loadtxt(FIXTURE_DIR / "truth" / f"{name}.csv", delimiter=",", skiprows=1,
+                      ndmin=2)
     return {int(r[0]): {"elpd_loo": float(r[1]), "mc_se": float(r[2]), "divergent": -1}
             for r in rows}
 

@@ -28,12 +28,8 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from make_truth import BENCHMARKS, read_checkpoint  # noqa: E402
-
-FIXTURES = HERE.parents[1] / "tests" / "data" / "cmdstan"
-
-#: fixture -> (bundled program with the same parameters and data, adapt_delta of its truth)
-_FIXTURES = {"logistic_normal": ("logistic_normal", 0.8), "rhs_logistic": ("logistic_rhs", 0.95),
-             "relu1": ("relu_net", 0.95)}
+from make_truth import FIXTURE_DIR as FIXTURES  # noqa: E402
+from make_truth import FIXTURE_TRUTHS as _FIXTURES  # noqa: E402
 
 NAMES = tuple(_FIXTURES) + tuple(BENCHMARKS)
 
