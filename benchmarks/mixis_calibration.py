@@ -43,6 +43,7 @@ from truth_suite import (  # noqa: E402
     load_benchmark,
     mixture_fit,
     null_z,
+    total_mc,
 )
 
 from loo_adapt.core.psis import pareto_khat  # noqa: E402
@@ -77,7 +78,7 @@ def main(argv=None):
             k = pareto_khat(est.log_weights.copy())
             err = est.elpd_i - t[:, 1]
             z = calibration_z(est.elpd_i, est.mcse_elpd_i, t[:, 1], t[:, 2])
-            tot_mc = np.sqrt(est.mcse_total**2 + np.sum(t[:, 2] ** 2))
+            tot_mc = total_mc(est.mcse_total, t[:, 2])
             z_delta = calibration_z(est.elpd_i, est.mcse_delta_i, t[:, 1], t[:, 2])
             print(f"{name} seed {seed}: S = {est.n_samples}, total error {err.sum():+.2f}, "
                   f"combined MC {tot_mc:.2f} (z {err.sum() / tot_mc:+.1f}); rms z "

@@ -90,6 +90,12 @@ def calibration_z(elpd_i, mcse_i, truth_elpd, truth_mc):
     return (np.asarray(elpd_i, dtype=float) - truth_elpd) / np.hypot(mcse_i, truth_mc)
 
 
+def total_mc(mcse_total, truth_mc) -> float:
+    """Combined Monte Carlo error of a total's error to the truth: the estimator's MCSE of
+    the total and the truth's independent per-row errors ``truth_mc``."""
+    return float(np.sqrt(mcse_total**2 + np.sum(np.asarray(truth_mc, dtype=float) ** 2)))
+
+
 def null_z(influence, mcse_i, truth_mc, sims: int = 2000, seed: int = 0) -> np.ndarray:
     """Draws of the rows' `calibration_z` under calibration, with the rows' errors as
     correlated as one sample of draws makes them.

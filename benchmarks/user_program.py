@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import calibration_z, suite_module  # noqa: E402
+from truth_suite import calibration_z, suite_module, total_mc  # noqa: E402
 
 import loo_adapt  # noqa: E402
 
@@ -111,8 +111,7 @@ def main(argv=None):
                 err = r.elpd_i[idx] - truth[:, 1]
                 z = calibration_z(r.elpd_i[idx], r.mcse_elpd_i[idx], truth[:, 1], truth[:, 2])
                 ver = np.asarray(r.reliable, dtype=bool)[idx]
-                mc = float(np.hypot(r.estimates()["mcse_elpd_loo"],
-                                    np.sqrt(np.sum(truth[:, 2] ** 2))))
+                mc = total_mc(r.estimates()["mcse_elpd_loo"], truth[:, 2])
                 stages = ", ".join(f"{h['estimator']} {len(h['rows'])} rows "
                                    f"{h.get('seconds', 0.0):.0f} s" for h in r.history)
                 print(f"{name} seed {seed}: posterior fit {t_fit:.1f} s, loo {t_loo:.1f} s "
