@@ -38,7 +38,7 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
                 fallback=(), transforms=DEFAULT_TRANSFORMS, rho=None, selection="split",
                 certify=True, jacobian="exact", mixis_max_mcse=0.1, refit_kwargs=None,
                 adapt=None, mixis_pool_khat=POOL_KHAT, mixis_focus=True,
-                mixis_mcse="delta", mixis_spot_checks=0,
+                mixis_mcse="skew", mixis_spot_checks=0,
                 mixis_focus_easy="auto") -> list[Stage]:
     """The stages `loo` folds over, after plain PSIS.
 
@@ -148,7 +148,7 @@ def loo(
     mixis_max_mcse: float = 0.1,
     mixis_pool_khat: float | None = POOL_KHAT,
     mixis_focus: bool = True,
-    mixis_mcse: str = "delta",
+    mixis_mcse: str = "skew",
     mixis_spot_checks: int = 0,
     mixis_focus_easy="auto",
     refit_kwargs: dict | None = None,
@@ -199,9 +199,10 @@ def loo(
         mixture fit focused on their leave-one-out posteriors before any refit
         (`loo_adapt.estimators.focused`); False goes straight to the refits.
     mixis_mcse : MixIS's pointwise MCSE, which ``mixis_max_mcse`` is checked against:
-        "delta" (the delta method with the multi-chain ESS; chosen on the truth suite's
-        choose half) or "chains" (inflated by the chains' disagreement,
-        `loo_adapt.estimators.mixis.chain_inflation`).
+        "skew" (the delta method with the multi-chain ESS, widened by each row's
+        skewness, `loo_adapt.estimators.mixis.skew_inflation`; chosen on the truth suite's
+        choose half), "delta" (the delta method alone) or "chains" (inflated by the
+        chains' disagreement, `loo_adapt.estimators.mixis.chain_inflation`).
     mixis_spot_checks : with refits (a program or a ``refit_fn``), refit this many rows
         MixIS verified, drawn at random, and multiply MixIS's MCSEs by what they show
         (`loo_adapt.estimators.spot_check`; 0, the default, skips it: it costs the refits).

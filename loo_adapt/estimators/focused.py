@@ -55,7 +55,7 @@ class FocusedMixIS:
     """
 
     max_mcse: float = 0.1
-    mcse: str = "delta"
+    mcse: str = "skew"
     chains: int = 4
     draws: int = 1000
     name: str = "mixis_focused"

@@ -40,6 +40,7 @@ from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import ess_mean
 from loo_adapt.core.fmt import comparison
 from loo_adapt.core.lse import logsumexp
+from loo_adapt.core.skew import skew_inflation, snis_influence
 
 __all__ = [
     "DISAGREE",
@@ -61,7 +62,8 @@ class MixISResult:
     lpd_i : log full-posterior mean likelihood, itself estimated from the mixture draws by
         self-normalised IS (the mixture draws are not posterior draws).
     p_loo_i : lpd_i - elpd_i.
-    mcse_elpd_i : delta-method Monte Carlo standard error of elpd_i.
+    mcse_elpd_i : Monte Carlo standard error of elpd_i: the delta method's times
+        ``mcse_inflation`` (`mixis_loo`'s ``mcse``).
     ess : Kish effective sample size of the normalised weights of each observation.
     ess_mcse : effective sample size (with the chains' autocorrelation) behind mcse_elpd_loo.
     log_weights : (S, n) log weights, normalised per observation (logsumexp over draws = 0).
@@ -70,10 +72,11 @@ class MixISResult:
     influence : (chains, draws, n) delta-method influence values of each elpd_i (their
         draw-to-draw correlation across observations is what `mcse_of_sum` accounts for).
     elpd_chain_i : (chains, n) elpd_i of each chain alone.
-    mcse_delta_i : the delta-method MCSE before the chain inflation (``mcse_elpd_i`` is it
+    mcse_delta_i : the delta-method MCSE before any inflation (``mcse_elpd_i`` is it
         times ``mcse_inflation``).
-    mcse_inflation : the factor (>= 1) the chains' disagreement says the delta-method MCSE
-        is too small by (`chain_inflation`; 1 with ``mcse="delta"`` or one chain).
+    mcse_inflation : the factor (>= 1) the delta-method MCSE is multiplied by: per row with
+        ``mcse="skew"`` (`skew_inflation`), one for all rows with ``mcse="chains"``
+        (`chain_inflation`; 1 with one chain), 1 with ``mcse="delta"``.
     """
 
     elpd_i: np.ndarray
@@ -88,7 +91,7 @@ class MixISResult:
     influence: np.ndarray | None = None
     elpd_chain_i: np.ndarray | None = None
     mcse_delta_i: np.ndarray | None = None
-    mcse_inflation: float = 1.0
+    mcse_inflation: float | np.ndarray = 1.0
 
     def mcse_of_sum(self, weights) -> float:
         """Monte Carlo SE of ``sum_i weights_i * elpd_i``.
@@ -160,13 +163,14 @@ def mixis_log_weights(log_lik):
     return log_ratio, -lse[..., 0]
 
 
-#: pointwise MCSE of `mixis_loo`: "delta" (the delta method, the default: chosen on the
-#: truth suite's choose half) or "chains" (inflated by what the chains' disagreement shows,
+#: pointwise MCSE of `mixis_loo`: "skew" (the delta method widened by each row's skewness,
+#: `skew_inflation`; the default, chosen on the truth suite's choose half), "delta" (the
+#: delta method alone) or "chains" (inflated by what the chains' disagreement shows,
 #: `chain_inflation`)
-MCSE_METHODS = ("delta", "chains")
+MCSE_METHODS = ("skew", "delta", "chains")
 
 
-def mixis_loo(log_lik, mcse: str = "delta"):
+def mixis_loo(log_lik, mcse: str = "skew"):
     """Mixture-IS LOO for every observation from one fit of the mixture posterior.
 
     Parameters
@@ -174,8 +178,9 @@ def mixis_loo(log_lik, mcse: str = "delta"):
     log_lik : (S, n) or (chains, draws, n) pointwise log-likelihood evaluated at draws of
         the mixture posterior q(theta) proportional to p(theta | D) sum_j 1/l_j(theta). Pass
         the chain axis to make the MCSE account for autocorrelation.
-    mcse : "delta" (default) the delta method with the chains' multi-chain ESS; "chains"
-        multiplies it by `chain_inflation`, which the chains' disagreement sets.
+    mcse : "skew" (default) the delta method with the chains' multi-chain ESS, widened by
+        each row's skewness (`skew_inflation`); "delta" the delta method alone; "chains"
+        the delta method times `chain_inflation`, which the chains' disagreement sets.
 
     Returns
     -------
@@ -214,7 +219,10 @@ def mixis_loo(log_lik, mcse: str = "delta"):
     mcse_d = np.sqrt(var_z / ess_z)
     elpd_chain = (logsumexp(neg_lse, axis=1)[:, None] - logsumexp(log_ratio, axis=1)
                   if chains >= 4 else None)
-    inflation = chain_inflation(arr, elpd) if mcse == "chains" else 1.0
+    if mcse == "skew":
+        inflation = skew_inflation(z, ess_z)
+    else:
+        inflation = chain_inflation(arr, elpd) if mcse == "chains" else 1.0
     out = MixISResult(elpd_i=elpd, lpd_i=lpd, p_loo_i=lpd - elpd, mcse_elpd_i=mcse_d * inflation,
                       ess=ess_kish, ess_mcse=ess_z, log_weights=log_w, n_samples=S,
                       influence=z.reshape(chains, draws, n), elpd_chain_i=elpd_chain,
@@ -377,7 +385,29 @@ def _psis_sum_se(ctx, cols, weights) -> float:
     return max(shared, quad)
 
 
-def _agree(ctx, est, rows, pool):
+def _psis_mcse(ctx, rows, pool, method) -> np.ndarray:
+    """PSIS's pointwise MCSE of ``rows`` as pooling reads it: with ``method="skew"`` the
+    candidate rows' (``pool``) widened for the skew of their PSIS weights' influence, as
+    MixIS's own (`loo_adapt.core.skew.skew_inflation`): a pooled row whose PSIS MCSE is the
+    smaller takes most of its error bar from it."""
+    base = ctx.base
+    se = base.mcse_elpd_i[rows].astype(np.float64, copy=True)
+    cols = rows[pool]
+    if method != "skew" or cols.size == 0:
+        return se
+    z = snis_influence(base.log_weights[:, cols], ctx.log_lik[:, cols])
+    chains = ctx.draws.n_chains
+    S = z.shape[0]
+    if S % chains == 0 and S // chains >= 4:
+        ess = np.asarray(ess_mean(z.reshape(chains, S // chains, -1)), dtype=np.float64)
+    else:
+        ess = np.full(cols.size, float(S))
+    ess = np.where(np.isfinite(ess) & (ess > 0), ess, float(S))
+    se[pool] *= skew_inflation(z, ess)
+    return se
+
+
+def _agree(ctx, est, rows, pool, psis_se):
     """Which candidate rows may be pooled, the variance the total's MCSE must add, and the
     rows whose disagreement is far beyond Monte Carlo error.
 
@@ -391,6 +421,8 @@ def _agree(ctx, est, rows, pool):
     variance of the total; a note in the summary says so.  Beyond ``FAR_Z`` combined MCSEs
     (a row's, or the sum's: then every candidate row) the disagreement is not noise: those
     rows are returned as not verified, with the reason (and, for the sum, a warning).
+
+    ``psis_se`` is PSIS's pointwise MCSE of ``rows`` (`_psis_mcse`).
 
     Returns
     -------
@@ -410,7 +442,7 @@ def _agree(ctx, est, rows, pool):
     sd_sum = float(np.hypot(_psis_sum_se(ctx, r, np.ones(r.size)), est.mcse_of_sum(c)))
     diff = float(d.sum())
     z_sum = diff / sd_sum if sd_sum > 0 else 0.0
-    sd = np.hypot(base.mcse_elpd_i[r], est.mcse_elpd_i[r])
+    sd = np.hypot(psis_se[j], est.mcse_elpd_i[r])
     z = np.divide(d, sd, out=np.zeros_like(d), where=sd > 0)
     row_far = np.abs(z) > FAR_Z
     far[j[row_far]] = True
@@ -463,13 +495,14 @@ class MixIS:
     log-likelihood above 1.01, `Context.chains_disagree`) are never pooled: MixIS alone
     verifies them on draws independent of the posterior fit.  ``pool_khat=None`` keeps
     MixIS alone on every row.
-    ``mcse`` is that of `mixis_loo` ("delta"; "chains": the delta method inflated by the
-    chains' disagreement).
+    ``mcse`` is that of `mixis_loo` ("skew", the default: the delta method widened by each
+    row's skewness; "delta"; "chains": the delta method inflated by the chains'
+    disagreement).
     """
 
     max_mcse: float = 0.1
     pool_khat: float | None = POOL_KHAT
-    mcse: str = "delta"
+    mcse: str = "skew"
     name: str = "mixis"
 
     def __call__(self, ctx, rows):
@@ -518,14 +551,15 @@ class MixIS:
             k = base.pareto_k[rows]
             pool = (enough & (k < self.pool_khat) & np.isfinite(base.elpd_i[rows])
                     & np.isfinite(base.mcse_elpd_i[rows]) & ~_chains_disagree(ctx, rows))
-            agree, extra_var, far, far_why, note = _agree(ctx, est, rows, pool)
+            psis_se = _psis_mcse(ctx, rows, pool, self.mcse)
+            agree, extra_var, far, far_why, note = _agree(ctx, est, rows, pool, psis_se)
             notes = (note,) if note else ()
             pool &= agree
             j = np.flatnonzero(pool)
             r = rows[j]
             if r.size:
                 e, se, w, g_psis, g_mix = pool_log_estimates(
-                    base.elpd_i[r], base.mcse_elpd_i[r], elpd[j], mcse[j])
+                    base.elpd_i[r], psis_se[j], elpd[j], mcse[j])
                 post_p1 = None
                 if prob is not None:
                     prob_psis = loo_prob_from_log_lik(ctx.log_lik[:, r],

@@ -85,14 +85,15 @@ def test_focused_mixture_is_calibrated_where_the_full_mixture_is_not(tmp_path):
     """100 observations, autocorrelated chains: over the full mixture each row gets ~1% of the
     draws and the delta-method MCSE is too small (rms z 1.5 over replicates: a sample that
     missed a rare large weight is off and sure of itself); the chains' disagreement sees it
-    (`chain_inflation`, mcse="chains"), and the focused fit on 8 rows has the right
+    (`chain_inflation`, mcse="chains"), the default skew widening part of it
+    (`skew_inflation`), and the focused fit on 8 rows has the right
     estimate and an honest delta-method MCSE (rms z ~ 1 over 50 replicates)."""
     y, post_mean, truth = _problem()
     rng = np.random.default_rng(2)
     rows = np.argsort(np.abs(y))[:8]  # the rows the full mixture serves worst (y near 0)
     theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, y.size))
     posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
-    z_focus, z_full, z_delta, factor = [], [], [], []
+    z_focus, z_full, z_delta, z_skew, factor = [], [], [], [], []
     for rep in range(50):
         prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=100 + rep)
         ctx = _ctx(posterior, prog, seed=rep)
@@ -107,13 +108,19 @@ def test_focused_mixture_is_calibrated_where_the_full_mixture_is_not(tmp_path):
             factor.append(res.mcse_inflation)
             np.testing.assert_allclose(res.mcse_elpd_i, res.mcse_inflation * res.mcse_delta_i)
             np.testing.assert_array_equal(
-                mixis_loo(stats.norm.logpdf(y, full, SIG)).mcse_elpd_i, res.mcse_delta_i)
+                mixis_loo(stats.norm.logpdf(y, full, SIG), mcse="delta").mcse_elpd_i,
+                res.mcse_delta_i)
+            skew = mixis_loo(stats.norm.logpdf(y, full, SIG))
+            z_skew.append((skew.elpd_i - truth) / skew.mcse_elpd_i)
     rms_focus = float(np.sqrt(np.mean(np.square(z_focus))))
     rms_full = float(np.sqrt(np.mean(np.square(z_full))))
     rms_delta = float(np.sqrt(np.mean(np.square(z_delta))))
+    rms_skew = float(np.sqrt(np.mean(np.square(z_skew))))
     assert 0.8 <= rms_focus <= 1.2, rms_focus
     assert rms_delta > 1.3, rms_delta  # the failure the focused fit exists for
     assert 0.8 <= rms_full <= 1.25, (rms_full, np.median(factor))
+    # the default skew widening sees part of it (1.30 against 1.57 here), never too wide
+    assert 0.8 <= rms_skew <= rms_delta - 0.2, (rms_skew, rms_delta)
     assert min(factor) > 1.2
     assert est.reliable.all() and set(est.verified_by) == {"mixis_mcse"}
     assert set(est.method) == {"mixis"} and est.estimator == "mixis_focused"
@@ -260,18 +267,22 @@ def test_easy_rows_get_their_own_focused_fit(tmp_path):
     reliable = np.ones(n, dtype=bool)
     reliable[2] = False
     want = [i for i in range(n) if i != 1 and i != 2 and i % 3 != 0]
-    z = []
+    z, verified = [], []
     for rep in range(20):
         prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=300 + rep)
         ctx = _ctx(posterior, prog, seed=rep)
         ctx.result = _result_so_far(n, method, kish, reliable)
         est = FocusedEasyMixIS()(ctx, np.arange(n))
         assert prog.asked == [want] and est.rows.tolist() == want
-        assert est.estimator == "mixis_focused_easy" and est.reliable.mean() > 0.8
+        assert est.estimator == "mixis_focused_easy"
         assert np.all(est.mcse_elpd_i[est.reliable] <= 0.1)  # the bar, as FocusedMixIS
+        verified.append(est.reliable.mean())
         z.extend((est.elpd_i - truth[want]) / est.mcse_elpd_i)
     rms = float(np.sqrt(np.mean(np.square(z))))
     assert 0.8 <= rms <= 1.2, rms
+    # the skew-widened MCSE (rms z 1.00 here; the delta method's 1.12) verifies 79-100 % of
+    # the rows per replicate, 91 % on average (the delta method 92-100 %, 98 %)
+    assert np.mean(verified) > 0.85 and min(verified) > 0.75, verified
     prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=1)
     ctx = _ctx(posterior, prog)
     ctx.result = _result_so_far(n, method, np.full(n, 50.0), reliable)

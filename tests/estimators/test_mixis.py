@@ -11,6 +11,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from loo_adapt.core.ess import ess_mean
+from loo_adapt.core.skew import skew_inflation
 from loo_adapt.estimators.mixis import (
     bernoulli_log_p1,
     mixis_log_weights,
@@ -91,7 +92,7 @@ def test_mcse_matches_replication_spread():
     S, R = 1000, 300
     est, se = np.empty((R, len(Y))), np.empty((R, len(Y)))
     for r in range(R):
-        res = mixis_loo(_log_lik(_exact_mixture_draws(Y, S, rng), Y))
+        res = mixis_loo(_log_lik(_exact_mixture_draws(Y, S, rng), Y), mcse="delta")
         est[r], se[r] = res.elpd_i, res.mcse_elpd_i
     spread = est.std(axis=0, ddof=1)
     # the delta method estimates the variance: compare the root mean square of the MCSE (a
@@ -109,6 +110,43 @@ def test_mcse_matches_replication_spread():
     # and the estimator is unbiased to within its Monte Carlo error
     bias = est.mean(axis=0) - _loo_truth(Y)
     assert np.all(np.abs(bias) < 4 * spread / np.sqrt(R) + 1.0 / S), bias
+
+
+def test_skew_mcse_over_replicates():
+    """Exact i.i.d. mixture draws, closed-form truth: the outlier's component takes most
+    draws, so the other rows' weights have rare large values.  The delta method's MCSE is
+    right in mean square (above) but a replicate that missed the rare values is off and
+    sure of itself: |error| / MCSE is 1.46 in rms.  The default skew widening brings it
+    to 1.22, and never states an MCSE below the delta method's."""
+    rng = np.random.default_rng(2)
+    truth = _loo_truth(Y)
+    z_delta, z_skew = [], []
+    for _ in range(300):
+        ll = _log_lik(_exact_mixture_draws(Y, 1000, rng), Y)
+        delta, skew = mixis_loo(ll, mcse="delta"), mixis_loo(ll)
+        np.testing.assert_array_equal(skew.elpd_i, delta.elpd_i)
+        np.testing.assert_array_equal(skew.mcse_delta_i, delta.mcse_elpd_i)
+        assert np.all(skew.mcse_elpd_i >= delta.mcse_elpd_i)
+        z_delta.append((delta.elpd_i - truth) / delta.mcse_elpd_i)
+        z_skew.append((skew.elpd_i - truth) / skew.mcse_elpd_i)
+    rms_delta = float(np.sqrt(np.mean(np.square(z_delta))))
+    rms_skew = float(np.sqrt(np.mean(np.square(z_skew))))
+    assert rms_delta > 1.35, rms_delta
+    assert 0.9 <= rms_skew <= rms_delta - 0.15, (rms_skew, rms_delta)
+
+
+def test_skew_inflation_against_scipy():
+    """The factor is 1 + |skewness| / (2 sqrt(ESS)) with scipy's (biased) sample skewness;
+    1 for a constant row, near 1 for a symmetric one."""
+    rng = np.random.default_rng(6)
+    z = np.column_stack([rng.exponential(size=4000), rng.standard_normal(4000),
+                         np.zeros(4000), -rng.lognormal(0.0, 1.5, size=4000)])
+    ess = np.array([4000.0, 2500.0, 4000.0, 900.0])
+    want = 1.0 + np.abs(stats.skew(z, axis=0)) / (2.0 * np.sqrt(ess))
+    want[2] = 1.0
+    np.testing.assert_allclose(skew_inflation(z, ess), want, rtol=1e-12)
+    assert skew_inflation(z, ess)[1] < 1.002
+    assert skew_inflation(z, ess)[3] > 1.1
 
 
 @pytest.mark.arviz1
@@ -242,3 +280,21 @@ def test_fixture_mixis_vs_truth(name):
     # the reported MCSE is of the right size: the errors are mostly within 3 combined SEs
     z = (res.elpd_i - truth[:, 1]) / np.hypot(res.mcse_elpd_i, truth[:, 2])
     assert np.mean(np.abs(z) < 3) > 0.85
+
+
+def test_snis_influence_is_the_jackknife_derivative():
+    """Leaving draw s out of log(sum w l / sum w) moves it by -influence_s / (S - 1) to
+    first order: the influence values against brute-force leave-one-draw-out estimates."""
+    from loo_adapt.core.skew import snis_influence
+
+    rng = np.random.default_rng(8)
+    S = 400
+    lw = rng.normal(0.0, 1.0, size=(S, 3))
+    ll = rng.normal(-1.0, 0.5, size=(S, 3))
+    infl = snis_influence(lw, ll)
+    np.testing.assert_allclose(infl.mean(axis=0), 0.0, atol=1e-12)
+    full = logsumexp(lw + ll, axis=0) - logsumexp(lw, axis=0)
+    for s in (0, 17, 399):
+        keep = np.arange(S) != s
+        loo = logsumexp(lw[keep] + ll[keep], axis=0) - logsumexp(lw[keep], axis=0)
+        np.testing.assert_allclose((full - loo) * (S - 1), infl[s], rtol=0.05, atol=2e-3)
