@@ -172,19 +172,22 @@ def benchmark_names(half: str, benchmarks=None) -> list[str]:
     return [n for n in names if n not in pending]
 
 
-def mixture_fit(bench: Benchmark, seed: int):
+def mixture_fit(bench: Benchmark, seed: int, draws: int | None = None):
     """The mixture-posterior fit of a benchmark (warm-started from its posterior fit when
     that is MCMC) and the seconds it took, cached under `benchmarks/cache/` per benchmark
-    and seed (the seconds are those of the run that made it)."""
+    and seed (the seconds are those of the run that made it).  ``draws``: draws per chain
+    other than the fit's default (cached apart)."""
     import time
 
     CACHE.mkdir(exist_ok=True)
-    cache = CACHE / f"{bench.name}-mixture-seed{seed}.pkl"
+    tag = "" if draws is None else f"-draws{draws}"
+    cache = CACHE / f"{bench.name}-mixture-seed{seed}{tag}.pkl"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     t0 = time.perf_counter()
+    kw = {} if draws is None else {"draws": draws}
     mix = bench.program.fit_mixture(bench.draws if bench.draws.method == "mcmc" else None,
-                                    seed=seed)
+                                    seed=seed, **kw)
     out = (mix, time.perf_counter() - t0)
     cache.write_bytes(pickle.dumps(out))
     return out
