@@ -22,6 +22,8 @@ package and the CLI run:
       checks                  calibrate its MCSE, `loo_adapt.estimators.spot_check`)
     with program, chains      ... mixis_mcse="chains" (MixIS's MCSE inflated by its
       MCSE                    chains' disagreement, `loo_adapt.estimators.mixis.chain_inflation`)
+    with program, delta       ... mixis_mcse="delta" (MixIS's delta-method MCSE without the
+      MCSE                    default's skew widening, `loo_adapt.core.skew`)
     with program, easy rows   ... mixis_focus_easy=True (a focused fit, 4 x 4000 draws, over
       focused                 the rows MixIS verified with a Kish ESS > 400, whatever the
                               posterior, `loo_adapt.estimators.focused.FocusedEasyMixIS`)
@@ -116,6 +118,8 @@ def estimators(bench, seed, mixture, refit_budget):
                                                              refit_budget, spot_checks=3),
         "with program, chains MCSE": lambda: _with_program(bench, seed, mixture,
                                                            refit_budget, mcse="chains"),
+        "with program, delta MCSE": lambda: _with_program(bench, seed, mixture,
+                                                          refit_budget, mcse="delta"),
         "with program, easy rows focused": lambda: _with_program(bench, seed, mixture,
                                                                  refit_budget, easy=True),
         "with program, easy rows never focused": lambda: _with_program(
@@ -124,14 +128,15 @@ def estimators(bench, seed, mixture, refit_budget):
 
 
 def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0,
-                  mcse="delta", easy="auto"):
+                  mcse=None, easy="auto"):
     """The default with a program; its refits are checkpointed under `benchmarks/cache/`
     (one directory per benchmark, seed and path), so a rerun resumes them: the seconds of the
-    resumed refits, as they were measured when made, are added (one after another)."""
+    resumed refits, as they were measured when made, are added (one after another).
+    ``mcse``: MixIS's pointwise MCSE (None: the package's default)."""
     easy_tag = {True: "easy-", False: "noeasy-"}.get(easy, "")  # "auto": the default's
     ck = CACHE / (f"{bench.name}-refits-{'' if focus else 'nofocus-'}"
                   f"{f'spot{spot_checks}-' if spot_checks else ''}"
-                  f"{'' if mcse == 'delta' else f'{mcse}-'}{easy_tag}seed{seed}")
+                  f"{'' if mcse in (None, 'delta') else f'{mcse}-'}{easy_tag}seed{seed}")
     cached = {}  # row -> seconds of a refit made by an earlier run
     if ck.is_dir():
         for f in ck.glob("*.npz"):
@@ -139,9 +144,11 @@ def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0,
                 with np.load(f, allow_pickle=False) as z:
                     meta = json.loads(str(z["__meta__"]))
                     cached[int(meta.get("i", -1))] = float(meta.get("seconds", 0.0))
+    kw = {} if mcse is None else {"mixis_mcse": mcse}
     res = loo(bench.draws, model=bench.model, program=bench.program, mixis_draws=mixture[0],
-              seed=seed, mixis_focus=focus, mixis_spot_checks=spot_checks, mixis_mcse=mcse,
-              mixis_focus_easy=easy, refit_kwargs={"progress": False, "max_refits": refit_budget,
+              seed=seed, mixis_focus=focus, mixis_spot_checks=spot_checks,
+              mixis_focus_easy=easy, **kw,
+              refit_kwargs={"progress": False, "max_refits": refit_budget,
                             "checkpoint": str(ck)}).loo_adapt
     # only the cached refits this run's refit stage used count (an earlier run with other
     # settings may have refitted other rows)
