@@ -22,7 +22,8 @@ The ratios are bounded by one, so a Pareto k-hat of them says little. The diagno
 are the Kish effective sample size of the normalised weights of each observation and a
 Monte Carlo standard error from the delta method for the ratio of two means, whose
 effective sample size is computed from the chains (split-chain autocorrelation, as
-Stan's ESS of a mean).
+Stan's ESS of a mean), widened by default for the skew of each row's error
+(`loo_adapt.core.skew`).
 
 Everything takes and returns numpy arrays; draws may be given as (S, n) or as
 (chains, draws, n) when the chain structure should enter the MCSE.
