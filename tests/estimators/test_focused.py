@@ -129,6 +129,44 @@ def test_focused_mixture_is_calibrated_where_the_full_mixture_is_not(tmp_path):
     np.testing.assert_allclose(logsumexp(rec.log_weights), 0.0, atol=1e-12)
 
 
+def test_rows_left_above_the_bar_get_one_more_fit(tmp_path):
+    """30 rows in one focused fit, a bar (0.07) half of them miss: those rows alone get a
+    second fit (and no third), whose estimates replace the first's for them: closed-form
+    LOO densities within their MCSEs over replicates (rms z near 1), and more rows verified
+    than one fit verifies (``rounds=1``), which asks for the first fit only."""
+    y, post_mean, truth = _problem()
+    rng = np.random.default_rng(2)
+    rows = np.argsort(np.abs(y))[:30]
+    theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, y.size))
+    posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
+    z, one, two = [], [], []
+    for rep in range(8):
+        prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=100 + rep)
+        first = FocusedMixIS(max_mcse=0.07, rounds=1)(_ctx(posterior, prog, seed=rep), rows)
+        assert prog.asked == [rows.tolist()]
+        missed = rows[~first.reliable]
+        assert 0 < missed.size < rows.size
+        prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=100 + rep)
+        est = FocusedMixIS(max_mcse=0.07)(_ctx(posterior, prog, seed=rep), rows)
+        assert prog.asked == [rows.tolist(), missed.tolist()]
+        kept = first.reliable
+        np.testing.assert_array_equal(est.elpd_i[kept], first.elpd_i[kept])
+        assert not np.any(est.elpd_i[~kept] == first.elpd_i[~kept])
+        for j in np.flatnonzero(~kept):
+            rec = est.row_draws[j]
+            assert rec.column == rows[j] and len(rec.log_weights) == 4000
+            np.testing.assert_allclose(logsumexp(rec.log_weights), 0.0, atol=1e-12)
+        again = est.reason[~kept & ~est.reliable]
+        assert all("again, on" in r for r in again)
+        assert set(est.verified_by[est.reliable]) == {"mixis_mcse"}
+        one.append(first.reliable.sum())
+        two.append(est.reliable.sum())
+        z.extend((est.elpd_i - truth[rows]) / est.mcse_elpd_i)
+    rms = float(np.sqrt(np.mean(np.square(z))))
+    assert 0.8 <= rms <= 1.2, rms
+    assert sum(two) > sum(one) + 8 * 8, (one, two)  # 12-19 of 30 verified by one fit here
+
+
 def test_focused_stage_skips_with_reasons(tmp_path):
     y, post_mean, truth = _problem(n=10)
     theta = np.random.default_rng(0).normal(post_mean, POST_SD, size=(2, 300, 10))
