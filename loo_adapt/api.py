@@ -200,7 +200,7 @@ def loo(
         (`loo_adapt.estimators.focused`); False goes straight to the refits.
     mixis_mcse : MixIS's pointwise MCSE, which ``mixis_max_mcse`` is checked against:
         "skew" (the delta method with the multi-chain ESS, widened by each row's
-        skewness, `loo_adapt.estimators.mixis.skew_inflation`; chosen on the truth suite's
+        skewness, `loo_adapt.core.skew.skew_inflation`; chosen on the truth suite's
         choose half), "delta" (the delta method alone) or "chains" (inflated by the
         chains' disagreement, `loo_adapt.estimators.mixis.chain_inflation`).
     mixis_spot_checks : with refits (a program or a ``refit_fn``), refit this many rows
