@@ -110,6 +110,7 @@ def cmd_demo(args) -> int:
     from loo_adapt.evaluation.report import save_report
     from loo_adapt.models.bundled import model_for
     from loo_adapt.stan import backends as stan
+    from loo_adapt.stan.program import StanProgram
 
     _prepare_out(args.out)
     settings = dict(DEMO_QUICK if args.quick else DEMO_FULL)
@@ -145,11 +146,13 @@ def cmd_demo(args) -> int:
         t0 = time.perf_counter()
         mix = stan.fit("logistic_rhs", data, seed=2, mixis=True, **fit_kw)
         t_mix = time.perf_counter() - t0
-        stages.next("LOO (PSIS, then MixIS for every observation)", ticking=True)
+        stages.next("LOO (PSIS, MixIS for every observation, focused fits)", ticking=True)
         t0 = time.perf_counter()
         model = model_for("logistic_rhs", data)
-        res = _loo_quietly(args.quiet, data=draws, model=model, estimator="mixis",
-                           mixis_draws=mix, seed=1)
+        program = StanProgram("logistic_rhs", data, backend=backend,
+                              fit_kwargs={"adapt_delta": 0.95})
+        res = _loo_quietly(args.quiet, data=draws, model=model, mixis_draws=mix,
+                           program=program, seed=1)
         t_loo = time.perf_counter() - t0
         stages.next("writing report")
         files = save_report(res, args.out, name="loo-adapt demo: ovarian, regularized "
