@@ -134,6 +134,8 @@ def _with_program(bench, seed, mixture, refit_budget, focus=True, spot_checks=0,
     resumed refits, as they were measured when made, are added (one after another).
     ``mcse``: MixIS's pointwise MCSE (None: the package's default)."""
     easy_tag = {True: "easy-", False: "noeasy-"}.get(easy, "")  # "auto": the default's
+    # a row's refit does not depend on the MCSE method that sent it there: the default and
+    # "delta" share their checkpoints (each checked against its fingerprint when resumed)
     ck = CACHE / (f"{bench.name}-refits-{'' if focus else 'nofocus-'}"
                   f"{f'spot{spot_checks}-' if spot_checks else ''}"
                   f"{'' if mcse in (None, 'delta') else f'{mcse}-'}{easy_tag}seed{seed}")

@@ -87,7 +87,7 @@ def test_focused_mixture_is_calibrated_where_the_full_mixture_is_not(tmp_path):
     missed a rare large weight is off and sure of itself); the chains' disagreement sees it
     (`chain_inflation`, mcse="chains"), the default skew widening part of it
     (`skew_inflation`), and the focused fit on 8 rows has the right
-    estimate and an honest delta-method MCSE (rms z ~ 1 over 50 replicates)."""
+    estimate and an honest MCSE (rms z ~ 1 over 50 replicates)."""
     y, post_mean, truth = _problem()
     rng = np.random.default_rng(2)
     rows = np.argsort(np.abs(y))[:8]  # the rows the full mixture serves worst (y near 0)
