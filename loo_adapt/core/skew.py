@@ -5,17 +5,18 @@ delta-method MCSE moves with it: a sample that missed the rare values is both of
 (optimistic) and sure of itself, so over replicate samples |error| / MCSE is larger than 1
 in rms although the MCSE's mean square is right.  `skew_inflation` widens each estimate's
 MCSE by the first Edgeworth term of a studentised mean; `snis_influence` gives the
-per-draw influence values of a self-normalised IS estimate of log E[l] it reads.  Numpy in,
-numpy out.
+per-draw influence values of a self-normalised IS estimate of log E[l] it reads and
+`influence_ess` their effective sample sizes.  Numpy in, numpy out.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from loo_adapt.core.ess import ess_mean
 from loo_adapt.core.lse import logsumexp
 
-__all__ = ["skew_inflation", "snis_influence"]
+__all__ = ["influence_ess", "skew_inflation", "snis_influence"]
 
 
 def skew_inflation(influence, ess) -> np.ndarray:
@@ -79,3 +80,27 @@ def snis_influence(log_weights, log_lik) -> np.ndarray:
     a = np.exp(num - logsumexp(num, axis=0) + np.log(S))
     b = np.exp(lw - logsumexp(lw, axis=0) + np.log(S))
     return a - b
+
+
+def influence_ess(influence, chains: int) -> np.ndarray:
+    """Effective sample size of each column of per-draw influence values (the ESS behind a
+    delta-method MCSE, and `skew_inflation`'s).
+
+    Parameters
+    ----------
+    influence : (S, n) values, draws in chain order.
+    chains : number of chains the S draws come from.
+
+    Returns
+    -------
+    (n,) Stan's ESS of a mean (`loo_adapt.core.ess.ess_mean`, split chains) where the chains
+    are long enough to tell (at least 4 draws each, and 8 with one chain); S elsewhere and
+    for a constant column.
+    """
+    z = np.asarray(influence, dtype=np.float64)
+    S, n = z.shape
+    draws = S // max(int(chains), 1)
+    if S % max(int(chains), 1) or draws < 4 or (chains <= 1 and draws < 8):
+        return np.full(n, float(S))
+    ess = ess_mean(z.reshape(chains, draws, n))
+    return np.where(z.var(axis=0, ddof=1) > 0, ess, float(S))

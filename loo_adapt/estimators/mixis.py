@@ -41,7 +41,7 @@ from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import ess_mean
 from loo_adapt.core.fmt import comparison
 from loo_adapt.core.lse import logsumexp
-from loo_adapt.core.skew import skew_inflation, snis_influence
+from loo_adapt.core.skew import influence_ess, skew_inflation, snis_influence
 
 __all__ = [
     "DISAGREE",
@@ -212,11 +212,7 @@ def mixis_loo(log_lik, mcse: str = "skew"):
     b_rel = np.exp(flat_lr - log_den + np.log(S))  # b_is / bbar_i
     z = a_rel[:, None] - b_rel
     var_z = z.var(axis=0, ddof=1)
-    if chains > 1 or draws >= 8:
-        ess_z = ess_mean(z.reshape(chains, draws, n)) if draws >= 4 else np.full(n, float(S))
-    else:
-        ess_z = np.full(n, float(S))
-    ess_z = np.where(var_z > 0, ess_z, float(S))
+    ess_z = influence_ess(z, chains)
     mcse_d = np.sqrt(var_z / ess_z)
     elpd_chain = (logsumexp(neg_lse, axis=1)[:, None] - logsumexp(log_ratio, axis=1)
                   if chains >= 4 else None)
@@ -397,14 +393,7 @@ def _psis_mcse(ctx, rows, pool, method) -> np.ndarray:
     if method != "skew" or cols.size == 0:
         return se
     z = snis_influence(base.log_weights[:, cols], ctx.log_lik[:, cols])
-    chains = ctx.draws.n_chains
-    S = z.shape[0]
-    if S % chains == 0 and S // chains >= 4:
-        ess = np.asarray(ess_mean(z.reshape(chains, S // chains, -1)), dtype=np.float64)
-    else:
-        ess = np.full(cols.size, float(S))
-    ess = np.where(np.isfinite(ess) & (ess > 0), ess, float(S))
-    se[pool] *= skew_inflation(z, ess)
+    se[pool] *= skew_inflation(z, influence_ess(z, ctx.draws.n_chains))
     return se
 
 
