@@ -135,28 +135,23 @@ class FocusedMixIS:
 
         second = replace(self, rounds=self.rounds - 1)(ctx, first.rows[again])
         j = np.flatnonzero(again)
-        reason = first.reason.copy()
-        if second.row_draws is None:  # skipped: the first fit's estimates stand
-            reason[j] = [f"{r}; {s}" for r, s in zip(reason[j], second.reason)]
-            return Estimate.make(
-                self.name, first.rows, first.elpd_i, first.mcse_elpd_i, first.reliable,
-                diagnostic=first.diagnostic, method="mixis", loo_prob=first.loo_prob,
-                verified_by=first.verified_by, reason=reason, row_draws=first.row_draws)
-        merged = {}
-        for name in ("elpd_i", "mcse_elpd_i", "reliable", "diagnostic", "loo_prob",
-                     "verified_by"):
-            a = getattr(first, name).copy()
-            a[j] = getattr(second, name)
-            merged[name] = a
-        reason[j] = ["" if not s else f"{r}; again, on {j.size} rows: {s}"
-                     for r, s in zip(reason[j], second.reason)]
+        replaced = ("elpd_i", "mcse_elpd_i", "reliable", "diagnostic", "loo_prob",
+                    "verified_by")
+        merged = {name: getattr(first, name).copy() for name in replaced + ("reason",)}
         records = list(first.row_draws)
-        for t, jj in enumerate(j):
-            records[jj] = second.row_draws[t]
+        if second.row_draws is None:  # skipped: the first fit's estimates stand
+            merged["reason"][j] = [f"{r}; {s}" for r, s in zip(first.reason[j], second.reason)]
+        else:
+            for name in replaced:
+                merged[name][j] = getattr(second, name)
+            merged["reason"][j] = ["" if not s else f"{r}; again, on {j.size} rows: {s}"
+                                   for r, s in zip(first.reason[j], second.reason)]
+            for t, jj in enumerate(j):
+                records[jj] = second.row_draws[t]
         return Estimate.make(
             self.name, first.rows, merged["elpd_i"], merged["mcse_elpd_i"], merged["reliable"],
             diagnostic=merged["diagnostic"], method="mixis", loo_prob=merged["loo_prob"],
-            verified_by=merged["verified_by"], reason=reason, row_draws=records)
+            verified_by=merged["verified_by"], reason=merged["reason"], row_draws=records)
 
     def _fit(self, ctx, rows, n):
         """(draws of the focused mixture, "") or (None, why it cannot be fitted); the fit

@@ -167,6 +167,39 @@ def test_rows_left_above_the_bar_get_one_more_fit(tmp_path):
     assert sum(two) > sum(one) + 8 * 8, (one, two)  # 12-19 of 30 verified by one fit here
 
 
+def test_a_failed_second_fit_keeps_the_first_fits_estimates(tmp_path):
+    """The second focused fit crashes: the first fit's estimates stand for every row, the
+    rows it left above the bar stay unverified and their reasons say both what the first
+    fit showed and why the second did not run."""
+
+    class _SecondFails(_ExactProgram):
+        def fit_mixture(self, posterior, **kw):
+            if self.asked:
+                self.asked.append(np.asarray(kw["rows"]).tolist())
+                raise RuntimeError("sampler exploded")
+            return super().fit_mixture(posterior, **kw)
+
+    y, post_mean, truth = _problem()
+    rng = np.random.default_rng(2)
+    rows = np.argsort(np.abs(y))[:30]
+    theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, y.size))
+    posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
+    prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=100)
+    first = FocusedMixIS(max_mcse=0.07, rounds=1)(_ctx(posterior, prog, seed=0), rows)
+    missed = ~first.reliable
+    assert 0 < missed.sum() < rows.size
+    prog = _SecondFails(y, post_mean, truth, tmp_path, seed=100)
+    est = FocusedMixIS(max_mcse=0.07)(_ctx(posterior, prog, seed=0), rows)
+    assert prog.asked == [rows.tolist(), rows[missed].tolist()]
+    for name in ("elpd_i", "mcse_elpd_i", "reliable", "verified_by"):
+        np.testing.assert_array_equal(getattr(est, name), getattr(first, name))
+    assert all(r.startswith("focused MixIS MCSE") and "sampler exploded" in r
+               for r in est.reason[missed])
+    assert all(r == "" for r in est.reason[~missed])
+    for a, b in zip(est.row_draws, first.row_draws):
+        np.testing.assert_array_equal(a.log_weights, b.log_weights)
+
+
 def test_focused_stage_skips_with_reasons(tmp_path):
     y, post_mean, truth = _problem(n=10)
     theta = np.random.default_rng(0).normal(post_mean, POST_SD, size=(2, 300, 10))
