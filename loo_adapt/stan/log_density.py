@@ -84,10 +84,10 @@ class StanLogDensity:
     def unconstrain(self, draws, rows=None) -> np.ndarray:
         """Draws (``loo_adapt.draws.Draws``) -> unconstrained matrix (S, P), chains stacked
         (only the stacked draws ``rows`` when given)."""
-        theta = self.constrained_matrix(draws, rows)
+        theta = np.ascontiguousarray(self.constrained_matrix(draws, rows))
         out = np.empty((theta.shape[0], self.n_params))
-        for s in range(theta.shape[0]):
-            out[s] = self.model.param_unconstrain(np.ascontiguousarray(theta[s]))
+        for s in range(theta.shape[0]):  # into the output's rows: no array per draw
+            self.model.param_unconstrain(theta[s], out=out[s])
         return out
 
     # ---- densities ---------------------------------------------------------------------------
