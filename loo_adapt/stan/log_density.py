@@ -44,6 +44,7 @@ class StanLogDensity:
         self._ll_index, self.log_lik_shape = _log_lik_positions(all_names, log_lik)
         self.n_obs = len(self._ll_index)
         self._n_out = len(all_names)
+        self._last_unconstrained = None  # (constrained values, unconstrained) of the last call
 
     @classmethod
     def from_stan(cls, stan_file, data, *, log_lik: str = "log_lik", seed: int = 0, **kw):
@@ -83,11 +84,21 @@ class StanLogDensity:
 
     def unconstrain(self, draws, rows=None) -> np.ndarray:
         """Draws (``loo_adapt.draws.Draws``) -> unconstrained matrix (S, P), chains stacked
-        (only the stacked draws ``rows`` when given)."""
+        (only the stacked draws ``rows`` when given).
+
+        The last result is kept with the constrained values it came from and returned again
+        (a copy) when the next call's constrained values are the same, compared value by
+        value: one ``loo()`` warm-starts up to four mixture fits from the same posterior, and
+        each pass is one BridgeStan call per draw (about 0.1 s for 4000 draws, as long as a
+        small model's whole posterior fit)."""
         theta = np.ascontiguousarray(self.constrained_matrix(draws, rows))
+        last = getattr(self, "_last_unconstrained", None)
+        if last is not None and last[0].shape == theta.shape and np.array_equal(last[0], theta):
+            return last[1].copy()
         out = np.empty((theta.shape[0], self.n_params))
         for s in range(theta.shape[0]):  # into the output's rows: no array per draw
             self.model.param_unconstrain(theta[s], out=out[s])
+        self._last_unconstrained = (theta, out.copy())
         return out
 
     # ---- densities ---------------------------------------------------------------------------

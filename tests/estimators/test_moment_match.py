@@ -62,6 +62,46 @@ def test_unconstrain_and_log_lik_roundtrip(name):
     np.testing.assert_allclose(ll, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_unconstrain_reuses_only_the_same_draws():
+    """A second unconstrain of draws with the same constrained values (another object)
+    makes no BridgeStan call and returns the same numbers; changed values are unconstrained
+    again.  Oracle: tau is declared <lower=0>, so its unconstrained value is log(tau)."""
+    draws = _read_sample("rhs_logistic")
+    m = _model("rhs_logistic")
+    calls = []
+    inner = m.model
+
+    class Counting:  # the BridgeStan model, its param_unconstrain counted
+        def __getattr__(self, name):
+            return getattr(inner, name)
+
+        def param_unconstrain(self, theta, out=None):
+            calls.append(1)
+            return inner.param_unconstrain(theta, out=out)
+
+    m.model = Counting()
+    U = m.unconstrain(draws)
+    k = m._block.index(next(b for b in m._block if b[0] == "tau"))
+    col = sum(size for _, size, _ in m._block[:k])  # tau's column (scalars map one to one)
+    np.testing.assert_allclose(U[:, col], np.log(draws.flat("tau")), rtol=1e-12)
+    n_first = len(calls)
+    assert n_first == draws.n_samples
+    same = type(draws)(variables={k: np.array(v) for k, v in draws.variables.items()},
+                       sample_stats=draws.sample_stats)
+    U2 = m.unconstrain(same)
+    assert len(calls) == n_first  # no call: the values are the same
+    np.testing.assert_array_equal(U2, U)
+    U2[:] = 0.0  # the caller's copy; the kept result is not touched
+    np.testing.assert_array_equal(m.unconstrain(same), U)
+    changed = type(draws)(variables={k: np.array(v) for k, v in draws.variables.items()},
+                          sample_stats=draws.sample_stats)
+    changed.variables["tau"][0, 0] *= 2.0
+    U3 = m.unconstrain(changed)
+    assert len(calls) == 2 * n_first  # unconstrained again
+    assert U3[0, col] == pytest.approx(np.log(2.0 * draws.flat("tau")[0]), rel=1e-12)
+    np.testing.assert_array_equal(U3[1:], U[1:])
+
+
 def test_missing_parameter_is_a_clear_error(logistic):
     m, draws, _, _ = logistic
     bad = type(draws)(variables={"alpha": draws["alpha"]})
