@@ -44,7 +44,10 @@ again with its seed (its draws checked equal to the cached ones), and a fit of e
 under 5 s is timed as the median of 3 runs (``--cached-fit-seconds`` takes the seconds the
 cache recorded, on whatever ran when it was made).  Then, per estimator, over the chosen
 half: whether the issue's targets hold (total error within 2 MC and RMSE <= MixIS's
-+ 0.005 with a program; never worse than PSIS without one).
++ 0.005 with a program; never worse than PSIS without one), and the sign of the totals'
+errors: z = total error / MC, its rms over runs and its mean per benchmark over the seeds,
+with a binomial test of those signs over benchmarks (the seeds of one benchmark share its
+posterior fit and truth, so they are not independent tests of a common sign).
 
     python benchmarks/truth.py [--half choose|report|all] [--seeds 1 2 3] [--benchmarks ...]
                                [--partial] [--estimators LABEL ...] [--worst K]
@@ -177,6 +180,26 @@ def _signs(n_pos: int, n_neg: int) -> str:
     p = binomtest(n_pos, n, 0.5).pvalue if n else 1.0
     return (f"|z| > 2: {n_pos} optimistic (z > 2), {n_neg} pessimistic; binomial p (rows as "
             f"independent) = {p:.2g}")
+
+
+def _total_signs(recs) -> str:
+    """The totals' errors in units of their combined MC error (z = total error / MC): their
+    rms over runs, and their sign per benchmark (the mean z over its seeds: the seeds share
+    the posterior fit, its pooled PSIS rows and the truth, so they are not independent) with
+    a two-sided binomial p-value against equal chances over benchmarks."""
+    from scipy.stats import binomtest
+
+    z = np.array([r["total"] / r["mc"] for r in recs])
+    by = {}
+    for r, zi in zip(recs, z):
+        by.setdefault(r["bench"], []).append(zi)
+    means = {b: float(np.mean(v)) for b, v in by.items()}
+    n_pos = sum(m > 0 for m in means.values())
+    n_neg = sum(m < 0 for m in means.values())
+    p = binomtest(n_pos, n_pos + n_neg, 0.5).pvalue if n_pos + n_neg else 1.0
+    return (f"total error / MC: rms {np.sqrt(np.mean(z**2)):.2f} over {z.size} runs; mean per "
+            f"benchmark " + ", ".join(f"{b} {m:+.2f}" for b, m in means.items())
+            + f"; {n_pos} positive, {n_neg} negative, binomial p (benchmarks) = {p:.2g}")
 
 
 def _print_worst(res, psis, idx, truth, err, ver, zv, k):
@@ -329,6 +352,7 @@ def main(argv=None):
               f"{worse}/{len(recs)}; RMSE <= MixIS + 0.005: {near_mixis}/{len(recs)}; "
               f"mean seconds {np.mean([r['sec'] for r in recs]):.1f}; median posterior fits "
               f"{np.median([r['fits'] for r in recs]):.2f}")
+        print(f"{'':26s} {_total_signs(recs)}")
         if args.worst:
             n_pos, n_neg = sum(r["n_pos2"] for r in recs), sum(r["n_neg2"] for r in recs)
             print(f"{'':26s} {_signs(n_pos, n_neg)}")
