@@ -16,6 +16,10 @@ import numpy as np
 
 __all__ = ["StanLogDensity"]
 
+#: `StanLogDensity.unconstrain` keeps its last result when the constrained and unconstrained
+#: draws hold at most this many values together (4 x 2^20: 32 MiB per copy)
+_KEEP_VALUES = 4 * 2**20
+
 class StanLogDensity:
     """Log density, gradient and pointwise log-likelihood of a Stan model, unconstrained scale.
 
@@ -90,7 +94,9 @@ class StanLogDensity:
         (a copy) when the next call's constrained values are the same, compared value by
         value: one ``loo()`` warm-starts up to four mixture fits from the same posterior, and
         each pass is one BridgeStan call per draw (about 0.1 s for 4000 draws, as long as a
-        small model's whole posterior fit)."""
+        small model's whole posterior fit).  Only results of up to `_KEEP_VALUES` values are
+        kept (two copies stay in memory): a large model's fit takes far longer than this
+        pass."""
         theta = np.ascontiguousarray(self.constrained_matrix(draws, rows))
         last = getattr(self, "_last_unconstrained", None)
         if last is not None and last[0].shape == theta.shape and np.array_equal(last[0], theta):
@@ -98,7 +104,8 @@ class StanLogDensity:
         out = np.empty((theta.shape[0], self.n_params))
         for s in range(theta.shape[0]):  # into the output's rows: no array per draw
             self.model.param_unconstrain(theta[s], out=out[s])
-        self._last_unconstrained = (theta, out.copy())
+        if theta.size + out.size <= _KEEP_VALUES:
+            self._last_unconstrained = (theta, out.copy())
         return out
 
     # ---- densities ---------------------------------------------------------------------------

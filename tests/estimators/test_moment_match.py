@@ -102,6 +102,17 @@ def test_unconstrain_reuses_only_the_same_draws():
     np.testing.assert_array_equal(U3[1:], U[1:])
 
 
+def test_unconstrain_keeps_no_large_result(monkeypatch):
+    """Draws larger than the cap are unconstrained on every call (nothing kept)."""
+    import loo_adapt.stan.log_density as ld
+
+    draws = _read_sample("logistic_normal")
+    m = _model("logistic_normal")
+    monkeypatch.setattr(ld, "_KEEP_VALUES", 10)
+    m.unconstrain(draws)
+    assert m._last_unconstrained is None
+
+
 def test_missing_parameter_is_a_clear_error(logistic):
     m, draws, _, _ = logistic
     bad = type(draws)(variables={"alpha": draws["alpha"]})
