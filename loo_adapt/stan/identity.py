@@ -14,10 +14,25 @@ comparison allows the change that a perturbation of the unconstrained parameters
 than that rounding produces (measured at the draw itself, so no gradient is needed), plus
 the printed precision of ``lp__`` / ``log_lik``.  Draws at full precision pass the same
 test with room to spare; a wrong program fails it by orders of magnitude.
+
+MCMC draws without ``lp__`` (an InferenceData built by hand, plain arrays) are checked by
+their score instead: at draws of a posterior the gradient of its log density (unconstrained
+scale, with the Jacobian) averages to zero, so at ~400 draws spread over the chains each
+parameter's mean gradient must lie within a Bonferroni bound (family-wise 1e-6) of zero in
+Monte Carlo SEs (multi-chain ESS of the mean).  A different prior or model moves that mean
+by many SEs; so do chains that have not converged.  Approximate draws without ``log_p__``
+cannot be checked this way (they are not posterior draws): a warning says so.
+
+Last, ``log_lik`` must be each observation's term in the model block, since the refits leave
+out the observation's data while MixIS divides by its ``log_lik``: at those draws, for a few
+observations i, log p(theta | data) - log p(theta | data without i) - log_lik[i] must not
+vary across draws by more than `_TERM_SLACK` nats (a ``log_lik`` with another scale or a
+missing term varies by far more; a constant offset is allowed).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +43,15 @@ __all__ = ["ProgramMismatchError", "IdentityCheck", "check_program_matches"]
 
 #: relative rounding of a value printed with six significant digits (Stan CSV), doubled
 _PRINTED = 1e-5
+#: draws of the score check (spread over every chain) and its family-wise false-alarm rate
+_SCORE_DRAWS = 400
+_SCORE_ALPHA = 1e-6
+#: observations whose log_lik is compared with their term in the model block, and how much
+#: (nats) that difference may vary across draws: below the MCSEs any verified row carries,
+#: far below a log_lik with another scale or a missing term
+_TERM_ROWS = 3
+_TERM_SLACK = 0.01
+_EPS = np.finfo(np.float64).eps
 
 
 class ProgramMismatchError(ValueError):
@@ -41,15 +65,25 @@ class IdentityCheck:
     Attributes
     ----------
     n_draws : number of draws compared (spread over every chain).
-    density : "lp__", "log_p__" or "" (the draws carry no log density to compare).
-    max_density_residual : largest |(log density - lp__) - median| over the draws.
+    density : "lp__", "log_p__", "score" (MCMC draws without ``lp__``: the mean gradient
+        checked instead) or "" (approximate draws without ``log_p__``: not checked).
+    max_density_residual : largest |(log density - lp__) - median| over the draws (NaN
+        unless ``density`` is "lp__" or "log_p__").
     max_log_lik_error : largest |log_lik(program) - log_lik(fit)|.
+    max_score_z : with ``density="score"``, the largest |mean gradient| in Monte Carlo SEs
+        over the parameters, and ``score_bound`` the bound it had to stay within.
+    log_lik_terms : observations whose ``log_lik`` was compared with their term in the
+        model block, and ``max_term_residual`` the largest variation found (nats).
     """
 
     n_draws: int
     density: str
     max_density_residual: float
     max_log_lik_error: float
+    max_score_z: float = float("nan")
+    score_bound: float = float("nan")
+    log_lik_terms: tuple = ()
+    max_term_residual: float = float("nan")
 
 
 def _spread_rows(n_chains: int, n_draws: int, n_check: int) -> np.ndarray:
@@ -88,8 +122,9 @@ def check_program_matches(program, draws, *, var_name: str | None = None, n_chec
     ------
     ProgramMismatchError
         Naming what differs: the number of observations, a parameter the fit lacks or holds
-        in another shape, the log density (so the prior, the data or the model), or
-        ``log_lik`` at an observation.
+        in another shape, the log density (so the prior, the data or the model; by its
+        score where the draws carry no ``lp__``), ``log_lik`` at an observation, or a
+        ``log_lik`` that is not the observation's term in the model block.
     """
     name = draws.log_lik_name(var_name)
     ll_fit = draws.log_lik(var_name).reshape(draws.n_samples, -1)
@@ -184,6 +219,109 @@ def check_program_matches(program, draws, *, var_name: str | None = None, n_chec
                 f"difference varies across draws by up to {resid_max:.3g} (allowed "
                 f"{float(tol[j]):.2g} for the draws' precision), so the prior, the data or the "
                 "model differs from the fit's")
+    score_z = bound = float("nan")
+    if lp_fit is None and not draws.is_approximate:
+        which = "score"
+        score_z, bound = _score_check(density, draws)
+    elif lp_fit is None:
+        warnings.warn(
+            "the approximate draws carry no log density (log_p__), so the program's prior and "
+            "model could not be checked against the fit: only its log_lik was", stacklevel=3)
+    terms, term_resid = _log_lik_terms(program, density, U, ll_prog, name)
     return IdentityCheck(n_draws=int(rows.size), density=which,
                          max_density_residual=resid_max,
-                         max_log_lik_error=float(err.max()) if err.size else 0.0)
+                         max_log_lik_error=float(err.max()) if err.size else 0.0,
+                         max_score_z=score_z, score_bound=bound, log_lik_terms=terms,
+                         max_term_residual=term_resid)
+
+
+def _score_check(density, draws) -> tuple[float, float]:
+    """(largest |mean gradient| in MCSEs, its bound) at `_SCORE_DRAWS` draws spread over the
+    chains; raises `ProgramMismatchError` beyond the bound (see the module)."""
+    from scipy.stats import norm
+
+    from loo_adapt.core.ess import ess_mean
+
+    rows = _spread_rows(draws.n_chains, draws.n_draws, _SCORE_DRAWS)
+    per_chain = rows.size // draws.n_chains
+    U = density.unconstrain(draws, rows)
+    lp, grad = density.log_density_gradient(U)
+    if not (np.all(np.isfinite(lp)) and np.all(np.isfinite(grad))):
+        raise ProgramMismatchError(
+            "the program's log density or its gradient is not finite at draws of the fit: its "
+            "prior, constraints or model are not the fit's")
+    n_par = grad.shape[1]
+    bound = float(norm.isf(_SCORE_ALPHA / (2.0 * max(n_par, 1))))
+    if n_par == 0 or per_chain < 4:
+        return float("nan"), bound
+    g = grad.reshape(draws.n_chains, per_chain, n_par)
+    mean = g.mean(axis=(0, 1))
+    sd = g.reshape(-1, n_par).std(axis=0, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ess = np.nan_to_num(np.atleast_1d(ess_mean(g)), nan=1.0)
+        se = sd / np.sqrt(np.maximum(ess, 1.0))
+        z = np.where(se > 0, np.abs(mean) / np.where(se > 0, se, 1.0),
+                     np.where(mean == 0, 0.0, np.inf))
+    j = int(np.argmax(z))
+    if z[j] > bound:
+        names = (list(density.model.param_unc_names())
+                 if hasattr(density.model, "param_unc_names") else [])
+        label = names[j] if j < len(names) else f"unconstrained parameter {j}"
+        raise ProgramMismatchError(
+            f"the draws carry no lp__ to compare with the program's log density, so its "
+            f"gradient was checked instead: at posterior draws it averages to zero, but for "
+            f"{label} its mean is {z[j]:.3g} Monte Carlo SEs from zero (at most {bound:.2g} "
+            f"for {n_par} parameters): the prior, the data or the model differs from the "
+            "fit's, or the chains have not converged")
+    return float(z[j]), bound
+
+
+def _log_lik_terms(program, density, U, ll_prog, name) -> tuple[tuple, float]:
+    """(observations checked, largest variation) of log p(theta | data) - log p(theta | data
+    without i) - log_lik[i] across the draws ``U``, for `_TERM_ROWS` observations spread
+    over the data; raises `ProgramMismatchError` beyond `_TERM_SLACK` (see the module)."""
+    from loo_adapt.stan.backends import _jsonable
+    from loo_adapt.stan.log_density import StanLogDensity
+
+    n = ll_prog.shape[1]
+    obs = np.unique(np.linspace(0, n - 1, min(_TERM_ROWS, n)).round().astype(int))
+    if n < 2:
+        return (), float("nan")
+    lp_full = density.log_density(U)
+    checked, worst = [], 0.0
+    for i in obs.tolist():
+        try:
+            reduced = StanLogDensity.from_stan(program.stan_file,
+                                               _jsonable(program.data_without(i)),
+                                               log_lik=density.log_lik_name)
+        except Exception as err:  # noqa: BLE001 - the data cannot drop one observation
+            warnings.warn(
+                f"the program's data could not be built without observation "
+                f"{observation_label([i], name)} ({type(err).__name__}: {err}), so its log_lik "
+                "was not compared with the model block, and refits of it will fail the same "
+                "way (StanProgram(..., obs_dim_vars=...) names the per-observation data)",
+                stacklevel=4)
+            break
+        if reduced.n_params != density.n_params:  # parameters per observation: not comparable
+            break
+        lp_i = reduced.log_density(U)
+        r = lp_full - lp_i - ll_prog[:, i]
+        # draws whose log densities are too large for float64 to resolve the slack in their
+        # difference (an approximation's draws far out, log density ~ -1e18) tell nothing
+        ok = np.isfinite(r) & (np.abs(lp_full) + np.abs(lp_i) < 1e-3 * _TERM_SLACK / _EPS)
+        if ok.sum() < 2:
+            continue
+        spread = float(np.max(r[ok]) - np.min(r[ok]))
+        worst = max(worst, spread)
+        checked.append(i)
+        if spread > _TERM_SLACK:
+            raise ProgramMismatchError(
+                f"the program's log_lik at observation {observation_label([i], name)} is not "
+                f"that observation's term in its model block: at draws of the fit, log p(theta "
+                f"| data) - log p(theta | data without it) - log_lik varies by {spread:.3g} "
+                "nats across draws (a constant is allowed). MixIS divides by log_lik while "
+                "refits leave the observation's data out, so they would estimate different "
+                "things: make "
+                "log_lik the model's likelihood term of each observation (a likelihood or "
+                "transformed data that couples observations cannot be left out one by one)")
+    return tuple(checked), (worst if checked else float("nan"))

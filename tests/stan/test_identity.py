@@ -125,3 +125,83 @@ def test_kfold_refuses_a_program_that_is_not_the_fits():
     with pytest.raises(ProgramMismatchError, match="log density does not match"):
         kfold(_program("logistic_normal", data), K=2,
                         log_lik=_draws("logistic_normal", "sample"), progress=False)
+
+
+def _without_lp(draws):
+    """The same draws as an InferenceData built by hand would give: no lp__."""
+    from loo_adapt.draws import Draws
+
+    stats = {k: v for k, v in (draws.sample_stats or {}).items() if k != "lp__"}
+    return Draws(variables=dict(draws.variables), sample_stats=stats)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_without_lp_the_fits_own_program_passes_by_its_score(model):
+    check = check_program_matches(_program(model), _without_lp(_draws(model, "sample")))
+    assert check.density == "score"
+    assert 0.0 < check.max_score_z < check.score_bound
+
+
+@pytest.mark.parametrize("edit", [("data", 1.2), ("data", 0.5),
+                                  ("text", "beta ~ student_t(5, 0, prior_sd);")])
+def test_without_lp_another_prior_is_refused_by_the_score(edit, tmp_path):
+    """The sweep's case: draws without lp__ (az.from_dict) and another prior were accepted,
+    every row called reliable.  The mean gradient of the wrong log density is many MCSEs
+    from zero (a 20 % wider prior: about 7 against the bound 5.5)."""
+    kind, value = edit
+    if kind == "data":
+        data = _data("logistic_normal")
+        data["prior_sd"] = data["prior_sd"] * value
+        program = _program("logistic_normal", data)
+    else:
+        text = (FIX / "logistic_normal.stan").read_text()
+        program = _program("logistic_normal", tmp=tmp_path,
+                           text=text.replace("beta ~ normal(0, prior_sd);", value))
+    with pytest.raises(ProgramMismatchError, match="gradient was checked instead.*Monte Carlo"):
+        check_program_matches(program, _without_lp(_draws("logistic_normal", "sample")))
+
+
+def test_approximate_draws_without_log_p_warn_that_the_prior_is_not_checked():
+    from loo_adapt.draws import Draws
+
+    d = _draws("logistic_normal", "variational")
+    bare = Draws(variables=dict(d.variables), method=d.method, config=d.config)
+    with pytest.warns(UserWarning, match="prior and model could not be checked"):
+        check = check_program_matches(_program("logistic_normal"), bare)
+    assert check.density == ""
+
+
+def _fit_with_stanli(path, data):
+    import stanli
+
+    from loo_adapt.io.readers import read_stanli
+
+    fit = stanli.Model(stan_file=str(path), data=data, seed=3).sample(
+        chains=2, seed=3, warmup=200, samples=200, refresh=0)
+    return read_stanli(fit)
+
+
+@pytest.mark.parametrize("log_lik, refused", [
+    ("bernoulli_logit_lpmf(y[n] | 0.5 * (alpha + X[n] * beta))", True),  # another scale
+    ("bernoulli_logit_lpmf(y[n] | alpha + X[n] * beta) + 0.5", False),    # a constant: fine
+])
+def test_a_log_lik_that_is_not_the_model_blocks_term_is_refused(log_lik, refused, tmp_path):
+    """The sweep's case: a program whose log_lik is not its model block's likelihood term
+    (fitted with that program, so its log_lik matches the fit's) had every row verified,
+    1.8 nats off the refits.  Oracle: at the fit's draws, log p(theta | data) - log p(theta |
+    data without i) is observation i's model-block term, so it minus log_lik[i] is a
+    constant only when log_lik is that term (plus a constant)."""
+    text = (FIX / "logistic_normal.stan").read_text()
+    old = "bernoulli_logit_lpmf(y[n] | alpha + X[n] * beta)"
+    assert old in text
+    path = tmp_path / "edited.stan"
+    path.write_text(text.replace(old, log_lik))
+    data = _data("logistic_normal")
+    draws = _fit_with_stanli(path, data)
+    program = StanProgram(path, data)
+    if refused:
+        with pytest.raises(ProgramMismatchError, match="not that observation's term"):
+            check_program_matches(program, draws)
+    else:
+        check = check_program_matches(program, draws)
+        assert len(check.log_lik_terms) == 3 and check.max_term_residual < 1e-9
