@@ -425,3 +425,52 @@ def test_auto_easy_row_focus_follows_the_share_of_low_khat_rows(tmp_path):
         else:
             assert prog.asked == [] and est.rows.size == 0 and est.notes == ()
             assert "100% of the rows have a plain-PSIS k-hat below 0.5" in auto.needed(ctx)[1]
+
+
+def test_a_dominated_mixture_gets_a_focused_fit_over_the_other_rows(tmp_path):
+    """One observation far out (y_0 = 40: its component holds all but ~1e-300 of the full
+    mixture's weight): MixIS of every other row would reweight draws of that row's
+    leave-one-out posterior.  `dominated` sees it from the MixIS estimates; "auto" then fits
+    a mixture over every other row MixIS holds (verified or not), whose estimates match the
+    closed-form LOO densities within their MCSEs over replicates; with the usual outliers
+    (``_problem``: three rows at 2.5 x) the mixture is not dominated and nothing changes."""
+    from types import SimpleNamespace
+
+    from loo_adapt.estimators.focused import (
+        DOMINATED_DRAWS,
+        EASY_FOCUS_SHARE,
+        FocusedEasyMixIS,
+        dominated,
+    )
+
+    def result(elpd, reliable):
+        rec = SimpleNamespace(source="mixture", draws=SimpleNamespace(n_samples=4000))
+        return SimpleNamespace(elpd_i=elpd, method=np.array(["mixis"] * elpd.size, object),
+                               diagnostic=np.full(elpd.size, 50.0), reliable=reliable,
+                               row_draws=[rec] * elpd.size)
+
+    y, post_mean, truth = _problem(n=30)
+    assert dominated(result(truth, np.ones(30, bool))) is None  # three rows at 2.5 x
+    y[0] = 40.0
+    post_mean = y * POST_SD**2 / SIG**2
+    truth = stats.norm.logpdf(y, 0.0, np.hypot(SIG, TAU))
+    reliable = np.ones(30, bool)
+    reliable[[0, 7]] = False  # unverified rows are asked about too (but not the heaviest)
+    top, left, n_draws = dominated(result(truth, reliable))
+    assert top == 0 and left < 1e-100 < DOMINATED_DRAWS and n_draws == 4000
+    rng = np.random.default_rng(8)
+    theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, y.size))
+    posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
+    # the Kish-ESS rule alone would find no easy row (every Kish ESS is 50 here)
+    auto = FocusedEasyMixIS(max_low_khat_share=EASY_FOCUS_SHARE)
+    z = []
+    for rep in range(10):
+        prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=500 + rep)
+        ctx = _ctx(posterior, prog, seed=rep)
+        ctx.result = result(truth, reliable)
+        est = auto(ctx, np.arange(30))
+        assert prog.asked == [list(range(1, 30))] and est.rows.tolist() == list(range(1, 30))
+        assert "left 0 of its 4000 draws" in est.notes[-1]
+        z.extend((est.elpd_i - truth[1:]) / est.mcse_elpd_i)
+    rms = float(np.sqrt(np.mean(np.square(z))))
+    assert 0.8 <= rms <= 1.25, rms
