@@ -160,8 +160,9 @@ def pareto_k_table(result, *, before: bool = False, threshold: float | None = No
     ParetoKTable
         Every observation is counted in exactly one row.  ``min_ess``: per bin the smallest
         ESS of the row's own weights (PSIS: r_eff / sum(w^2), R loo's ``psis_n_eff``, left
-        out above the threshold as R loo does; MixIS and refits: their ESS); None with
-        ``before=True`` once another estimator replaced a row.
+        out above the threshold as R loo does; MixIS and refits: their ESS; none for MixIS
+        pooled with PSIS, whose k-hat is PSIS's); None with ``before=True`` once another
+        estimator replaced a row.
 
     Examples
     --------
@@ -196,7 +197,10 @@ def pareto_k_table(result, *, before: bool = False, threshold: float | None = No
                             thr)
     k = reported_khat(res)
     masks = _bins(k, thr)
-    ess_masks = [m & (k <= thr) for m in masks]  # R: NA above the threshold
+    # R: NA above the threshold; a pooled row's k-hat is PSIS's but its ESS MixIS's (the
+    # ESS of other weights than the k-hat's), so it gives the k-hat bins no ESS
+    same_weights = ~np.char.startswith(method, "mixis")
+    ess_masks = [m & (k <= thr) & same_weights for m in masks]
     for name in dict.fromkeys(method[np.isnan(k)]):
         sel = np.isnan(k) & (method == name)
         labels.append("no k-hat")

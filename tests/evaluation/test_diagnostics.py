@@ -48,6 +48,19 @@ def test_ids_and_table_equal_arviz_khat():
     assert "Min. ESS" in text and f"{round(ess[k <= thr].min())}" in text
 
 
+def test_a_pooled_rows_mixis_ess_is_not_shown_in_its_psis_khat_bin():
+    """The sweep's case: a row pooled with PSIS (k-hat 0.44, PSIS's) whose MixIS ESS is 3
+    put "Min. ESS 3" in the good bin; the bins' ESS is now that of the k-hat's own weights."""
+    z = np.zeros(3)
+    res = PointwiseLoo(z - 1, z + 0.1, z - 0.9, z + 0.05, np.array([0.2, 0.44, 0.3]), 0.7,
+                       1000, 1.0, method=np.array(["psis", "mixis+psis", "psis"]),
+                       pareto_k_after=np.array([0.2, 0.44, 0.3]),
+                       diagnostic=np.array([800.0, 3.0, 650.0]),
+                       reliable=np.ones(3, bool))
+    t = pareto_k_table(res)
+    assert t.counts.tolist()[0] == 3 and t.min_ess[0] == 650.0
+
+
 def test_rows_without_khat_have_bins_of_their_own():
     z = np.zeros(5)
     res = PointwiseLoo(z - 1, z + 0.1, z - 0.9, z + 0.05, np.array([0.2, 0.9, 1.3, 0.8, 0.1]),
