@@ -141,6 +141,9 @@ def check_program_matches(program, draws, *, var_name: str | None = None, n_chec
             f"the program cannot be checked against the fit without BridgeStan ({err}); "
             "install the stanli extra: pip install 'loo-adapt[stanli]'") from err
     except Exception as err:  # noqa: BLE001 - a program that does not load with its data
+        if any(w in str(err) for w in ("Syntax error", "Semantic error")):  # stanc's words
+            raise ProgramMismatchError(
+                f"the program {program.stan_file.name} does not compile: {err}") from err
         raise ProgramMismatchError(
             f"the program does not load with its data ({type(err).__name__}: {err})") from err
     if density.n_obs != n_fit:

@@ -205,3 +205,13 @@ def test_a_log_lik_that_is_not_the_model_blocks_term_is_refused(log_lik, refused
     else:
         check = check_program_matches(program, draws)
         assert len(check.log_lik_terms) == 3 and check.max_term_residual < 1e-9
+
+
+def test_a_program_that_does_not_compile_says_so(tmp_path):
+    """The sweep's case: a syntax error was reported as 'does not load with its data'."""
+    path = tmp_path / "broken.stan"
+    path.write_text((FIX / "logistic_normal.stan").read_text().replace("real alpha;",
+                                                                       "real alpha"))
+    with pytest.raises(ProgramMismatchError, match="broken.stan does not compile: Syntax error"):
+        check_program_matches(StanProgram(path, _data("logistic_normal")),
+                              _draws("logistic_normal", "sample"))
