@@ -213,6 +213,7 @@ def build_context(data, *, stages, method=None, var_name=None, reff=None, model=
         from loo_adapt.stan.refit import refit_loo as runner
     return Context(draws=draws, var_name=var_name, r_eff=reff, model=model, program=program,
                    mixture_fn=_mixture_fn(program, mixis_draws, draws, seed, progress),
+                   own_mixture=mixis_draws is None and program is not None,
                    refit_runner=runner,
                    focused_mixture_fn=focused_sampler(program, draws, seed, progress),
                    prior_check_fn=_prior_check_fn(model), khat_threshold=khat_threshold,

@@ -326,6 +326,10 @@ class Context:
         (`loo_adapt.stan.identity`): mixture fit, moment matching, refits; or None.
     mixture_fn : () -> `Draws` of the mixture posterior (given draws, or a fit of the
         program), called once on first use; None when there is none.
+    own_mixture : the draws of ``mixture_fn`` are the package's own fit of ``program`` (the
+        user gave no mixture draws): when they fail
+        `loo_adapt.estimators.mixis.mixture_draws_check`, MixIS verifies no row from them
+        and the later stages go on; the user's own draws that fail it are refused.
     prior_check_fn : (ctx) -> "" when the model family's prior was checked against the fit,
         else why it could not be; None: nothing to check.
     refit_runner : ``refit_loo(rows, program, **options)`` (`loo_adapt.stan.refit`), the
@@ -346,6 +350,7 @@ class Context:
     model: Any = None
     program: Any = None
     mixture_fn: Any = None
+    own_mixture: bool = False
     prior_check_fn: Any = None
     refit_runner: Any = None
     focused_mixture_fn: Any = None

@@ -327,6 +327,8 @@ def mixture_draws_check(log_lik_posterior, log_lik_mixture, z: float = 4.0):
     Returns
     -------
     (ok, message, z_value)
+        ``message`` says what the check found, with its numbers ("" when ``ok``); what to do
+        about it is the caller's (the user's own draws and the package's own fit differ).
     """
     lse_p = logsumexp(-np.asarray(log_lik_posterior, dtype=float), axis=-1).ravel()
     lse_q = logsumexp(-np.asarray(log_lik_mixture, dtype=float), axis=-1).ravel()
@@ -340,10 +342,20 @@ def mixture_draws_check(log_lik_posterior, log_lik_mixture, z: float = 4.0):
         return False, (
             "these do not look like draws of the mixture posterior: reweighted to the "
             f"posterior they give E[log sum_j 1/l_j] = {m_mix:.3f}, the posterior draws "
-            f"{m_post:.3f} ({value:+.1f} Monte Carlo SEs); fit the program with its mixis "
-            "flag set to 1 (StanProgram.fit(mixis=True)) on the same data"
+            f"{m_post:.3f} ({value:+.1f} Monte Carlo SEs, more than {z:g})"
         ), value
     return True, "", value
+
+
+#: what to do about mixture draws the user gave (``mixis_draws=``) that fail
+#: `mixture_draws_check` (advice that works whatever program the fit had)
+GIVEN_DRAWS_ADVICE = (
+    "pass draws of the same program, fitted to the same data with its mixis flag set to 1 "
+    "(program.with_mixis().fit(mixis=True) draws them) and with converged chains, or leave "
+    "out mixis_draws= and pass program= so that loo() fits the mixture itself")
+#: how the reason of a row begins when the package's own mixture fit failed
+#: `mixture_draws_check` (the stage verifies no row from it)
+OWN_FIT_FAILED = "MixIS skipped: the package's mixture fit failed its check"
 
 
 #: PSIS rows whose k-hat is below this are pooled with MixIS: below 1/2 the raw ratios have
@@ -488,6 +500,13 @@ class MixIS:
     ``mcse`` is that of `mixis_loo` ("skew", the default: the delta method widened by each
     row's skewness; "delta"; "chains": the delta method inflated by the chains'
     disagreement).
+
+    Mixture draws that fail `mixture_draws_check` are refused (ValueError) when the user gave
+    them; when they are the package's own fit of the program (`Context.own_mixture`), the
+    stage verifies no row from them, as the focused stage skips a focused fit that fails it:
+    every row keeps the estimate it had (PSIS's, verified only where the earlier rules verify
+    it), the unverified rows' reasons and a note say why, and the later stages (focused
+    fits, refits) take the rows still unverified.
     """
 
     max_mcse: float = 0.1
@@ -509,12 +528,14 @@ class MixIS:
                 f"observations, the LOO has {n}"
             )
         ll = ll.reshape(mix_draws.n_chains, -1, n)
-        est = mixis_loo(ll, mcse=self.mcse)
+        rows = np.asarray(rows, dtype=np.int64)
         if not ctx.draws.is_approximate:
             ok_draws, why, _ = mixture_draws_check(ctx.log_lik, ll.reshape(-1, n))
+            if not ok_draws and getattr(ctx, "own_mixture", False):
+                return self._skip(ctx, rows, why)
             if not ok_draws:
-                raise ValueError(why)
-        rows = np.asarray(rows, dtype=np.int64)
+                raise ValueError(f"{why}: {GIVEN_DRAWS_ADVICE}")
+        est = mixis_loo(ll, mcse=self.mcse)
         prob = p1 = None
         if ctx.y is not None:
             log_p1 = bernoulli_log_p1(ll, ctx.y)
@@ -588,3 +609,27 @@ class MixIS:
             reason=reason, lpd_i=est.lpd_i[rows] if every else None,
             mcse_total=mcse_total, row_draws=records, notes=notes,
         )
+
+    def _skip(self, ctx, rows, why):
+        """The rows as the result so far holds them, none verified by MixIS: the package's
+        own mixture fit failed `mixture_draws_check` (``why``).  Rows the earlier rules
+        verified (PSIS's k-hat) stay so; the others' reasons gain `OWN_FIT_FAILED` with the
+        check's numbers, and a note says what happened.  Without a result (an estimator
+        called on its own) the rows come back with no estimate, like the focused stage's
+        skipped rows."""
+        from loo_adapt.estimators.base import Estimate
+
+        reason = f"{OWN_FIT_FAILED} ({why})"
+        note = (f"MixIS verified no row: the package's mixture fit failed its check ({why}). "
+                "Each row keeps the estimate it had (PSIS's, verified only where its own "
+                "check verifies it); the rows left unverified go on to the stages that follow, "
+                "if any (a focused mixture fit, refits)")
+        res = ctx.result
+        if res is None:
+            return Estimate.make(self.name, rows, np.nan, np.nan, False, method="mixis",
+                                 reason=reason, notes=(note,))
+        ok = np.asarray(res.reliable, dtype=bool)[rows]
+        old = np.asarray(res.reason, dtype=object)[rows]
+        new = np.array(["" if good else f"{o}; {reason}" if o else reason
+                        for good, o in zip(ok, old)], dtype=object)
+        return Estimate.of_result(self.name, res, rows, reason=new, notes=(note,))

@@ -244,9 +244,119 @@ def test_estimator_mixis_without_program_or_draws_says_both():
 
 
 def test_posterior_draws_passed_as_mixture_draws_are_refused():
+    """The user's own mixis_draws that fail the check stop the call, with advice that works
+    (it recommended StanProgram.fit(mixis=True), which a program without the flag refuses)."""
     data, draws = _fixture()
-    with pytest.raises(ValueError, match="mixture posterior"):
+    with pytest.raises(ValueError, match="mixture posterior") as err:
         loo_adapt.loo(draws, reff=1.0, estimator="mixis", mixis_draws=draws, y=data["y"])
+    msg = str(err.value)
+    assert "Monte Carlo SEs" in msg and "StanProgram.fit(mixis=True)" not in msg
+    assert "program.with_mixis().fit(mixis=True)" in msg
+    assert "leave out mixis_draws= and pass program=" in msg
+
+
+# ---- a normal mean (known variance), one outlier: PSIS fails on it alone; the posterior
+# draws, passed off as mixture draws, fail `mixture_draws_check` (-22.6 Monte Carlo SEs)
+Y_OUT = np.array([-0.4, 0.3, 1.1, -1.2, 0.5, 0.0, 0.8, -0.6, 0.2, -0.1, 9.0])
+
+
+def _outlier_posterior(seed=0):
+    from scipy import stats
+
+    prec = 1.0 / 9.0 + Y_OUT.size
+    mu = np.random.default_rng(seed).normal(Y_OUT.sum() / prec, np.sqrt(1.0 / prec),
+                                            size=(4, 500))
+    return read_dict({"log_lik": stats.norm.logpdf(Y_OUT, mu[..., None], 1.0)},
+                     method="mcmc")
+
+
+def _exact_refit(calls):
+    def refit_fn(i):
+        calls.append(int(i))
+        return np.full((2, 100), -1.5)
+    return refit_fn
+
+
+def test_own_mixture_fit_failing_its_check_leaves_rows_to_the_later_stages():
+    """The package's own mixture fit (no mixis_draws from the user) that fails the check no
+    longer stops the fold: MixIS verifies no row, each keeps PSIS's estimate and verification,
+    the unverified row says why (with the check's numbers), a note says so, and the refits
+    still run on it."""
+    from loo_adapt.estimators.mixis import OWN_FIT_FAILED, MixIS
+    from loo_adapt.estimators.refit import Refit
+    from loo_adapt.stan.refit import refit_loo
+
+    post = _outlier_posterior()
+    calls = []
+    ctx = Context(draws=post, mixture_fn=lambda: post, own_mixture=True,
+                  refit_runner=refit_loo, seed=1, progress=False)
+    start = initial_result(ctx.base, khat_threshold=ctx.threshold)
+    assert start.reliable[:-1].all() and not start.reliable[-1]  # PSIS: the outlier alone
+    stages = [Stage(MixIS(), rows="all", accept="all"),
+              Stage(Refit(options={"refit_fn": _exact_refit(calls), "n_jobs": 1}))]
+    res = run_stages(ctx, start, stages)
+    assert calls == [10]  # the refits were reached, for the row PSIS left unverified
+    assert res.method[10] == "refit" and res.verified_by[10] == "refit" and res.reliable[10]
+    assert res.elpd_i[10] == pytest.approx(-1.5)
+    # the other rows: PSIS's estimates and k-hat verification, untouched by MixIS
+    np.testing.assert_array_equal(res.elpd_i[:-1], start.elpd_i[:-1])
+    assert set(res.method[:-1]) == {"psis"} and set(res.verified_by[:-1]) == {"khat"}
+    assert (res.reason[:-1] == "").all()
+    mix = res.row_history(10)[0]
+    assert mix["estimator"] == "mixis" and not mix["reliable"]
+    assert mix["reason"].startswith("k-hat") and OWN_FIT_FAILED in mix["reason"]
+    assert "-22.6 Monte Carlo SEs" in mix["reason"]
+    assert len(res.notes) == 1 and res.notes[0].startswith("MixIS verified no row: the "
+                                                           "package's mixture fit failed")
+    assert "-22.6 Monte Carlo SEs" in res.notes[0]
+    # the same draws given by the user (own_mixture False) still stop the call
+    ctx = Context(draws=post, mixture_fn=lambda: post, refit_runner=refit_loo)
+    with pytest.raises(ValueError, match="do not look like draws.*with_mixis"):
+        run_stages(ctx, initial_result(ctx.base, khat_threshold=ctx.threshold), stages)
+
+
+def test_own_mixture_fit_failing_its_check_through_loo(monkeypatch):
+    """The user's report: loo(fit, program=...) died with the check's ValueError when the
+    package's own mixture fit failed it.  Now (the mixture fits replaced by the posterior
+    draws, which fail it) the call returns; MixIS verifies no row, the focused fit is tried
+    and skipped, and the budgeted refits run on the rows PSIS left unverified."""
+    pytest.importorskip("stanli", reason="the bundled programs are fitted with stanli")
+    from loo_adapt.stan.program import StanProgram
+
+    data, draws = _fixture()
+    program = StanProgram("logistic_normal", {**data, "mixis": 0}, backend="stanli")
+    asked = []
+
+    def posterior_as_mixture(self, posterior=None, **kw):
+        asked.append(kw.get("rows"))
+        return posterior
+
+    monkeypatch.setattr(StanProgram, "fit_mixture", posterior_as_mixture)
+    calls = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        psis = loo_adapt.loo(draws, estimator="psis").loo_adapt
+        res = loo_adapt.loo(draws, program=program, seed=1, progress=False,
+                            refit_kwargs={"refit_fn": _exact_refit(calls), "n_jobs": 1,
+                                          "max_refits": 2}).loo_adapt
+    assert asked[0] is None and asked[1] is not None  # the full fit, then a focused one
+    hard = ~psis.reliable
+    assert hard.sum() > 2 and len(calls) == 2 and set(calls) <= set(np.flatnonzero(hard))
+    refit = res.method == "refit"
+    assert np.flatnonzero(refit).tolist() == sorted(calls) and res.reliable[refit].all()
+    # no row verified by MixIS: the rest keep PSIS's estimates and verification
+    assert set(res.method[~refit]) == {"psis"} and "mixis_mcse" not in set(res.verified_by)
+    np.testing.assert_array_equal(res.elpd_i[~refit], psis.elpd_i[~refit])
+    np.testing.assert_array_equal(res.reliable[~refit], psis.reliable[~refit])
+    for i in np.flatnonzero(hard & ~refit):
+        why = str(res.reason[i])
+        assert "MixIS skipped: the package's mixture fit failed its check" in why
+        assert "Monte Carlo SEs" in why and "focused MixIS skipped" in why
+        assert why.endswith("refit budget: not refitted: max_refits=2")
+    assert any(n.startswith("MixIS verified no row") for n in res.notes)
+    # the user's own draws that fail the check are still refused, program or not
+    with pytest.raises(ValueError, match="do not look like draws"):
+        loo_adapt.loo(draws, program=program, mixis_draws=draws, progress=False)
 
 
 def test_model_prior_that_is_not_the_fits_is_refused():
