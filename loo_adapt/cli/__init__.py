@@ -22,8 +22,10 @@ Exit codes (for scripts):
 - 4: the computation failed for a reason other than the input (a refit or backend error,
   or out of memory), one line on stderr;
 - 130: interrupted (SIGINT, Ctrl-C); 143: terminated (SIGTERM).  Finished refits are kept
-  in the checkpoint folder named on stderr, and ``--resume DIR`` continues from them; the
-  report folder keeps its previous report (reports are written atomically).
+  in the checkpoint folder named on stderr, and ``--resume DIR`` continues from them (a
+  rerun without ``--resume`` that finds them stops with exit 1, unless ``--fresh`` says to
+  discard them); the report folder keeps its previous report (reports are written
+  atomically).
 
 Every error is one line on stderr; ``LOO_ADAPT_DEBUG=1`` shows the traceback instead.
 

@@ -27,6 +27,7 @@ from .inputs import (
 from .output import _exit_for, _loo_quietly, _print_result, _Stages, next_step
 
 #: Folder (inside --out) where finished refits are saved as they complete, unless --resume.
+#: A run without --resume that finds finished refits there stops unless --fresh is given.
 CHECKPOINT = ".loo-adapt-refits"
 #: Seconds to wait for a --scheduler to answer.
 SCHEDULER_TIMEOUT = 30
@@ -40,6 +41,29 @@ def _build_model(family: str, data: dict, names: dict, prior_sd=None, scale_icep
         return _registry.model_for(family, data, names=names, **priors)
     except ValueError as err:
         raise InputError(str(err)) from None
+
+
+def _finished_refits(checkpoint: pathlib.Path) -> int:
+    """How many finished refits a checkpoint folder holds (its ``obs_<i>.npz`` rows; the
+    temporary files of a row being written do not count)."""
+    if not checkpoint.is_dir():
+        return 0
+    return sum(1 for f in checkpoint.glob("obs_*.npz") if f.is_file())
+
+
+def _refuse_to_discard(checkpoint: pathlib.Path) -> None:
+    """Stop (`InputError`, exit 1) when ``checkpoint`` holds finished refits a run without
+    ``--resume`` or ``--fresh`` would delete: a fault (or a rerun) loses nothing already
+    computed."""
+    n = _finished_refits(checkpoint)
+    if n == 0:
+        return
+    held = f"{checkpoint} holds {n} finished refit{'s' * (n != 1)} of an earlier run"
+    if not (checkpoint / "manifest.json").is_file():
+        raise InputError(f"{held} but no manifest.json (nothing says which run they belong "
+                         "to, so they cannot be resumed): pass --fresh to discard them")
+    raise InputError(f"{held}: pass --resume {checkpoint} to reuse them, or --fresh to "
+                     "discard them")
 
 
 def _refit_options(args, out: pathlib.Path, stack: contextlib.ExitStack, refits: bool) -> dict:
@@ -69,6 +93,8 @@ def _refit_options(args, out: pathlib.Path, stack: contextlib.ExitStack, refits:
             raise InputError(f"--out {str(out)!r}: {CHECKPOINT} there is {what}; loo-adapt "
                              "writes only inside --out: remove it, or pass --resume FOLDER "
                              "to use a checkpoint folder elsewhere")
+        if not args.fresh:
+            _refuse_to_discard(checkpoint)
         shutil.rmtree(checkpoint, ignore_errors=True)  # a previous run's, not resumed
     if "checkpoint" in accepted:
         kwargs["checkpoint"] = str(checkpoint)
@@ -157,8 +183,12 @@ def cmd_evaluate(args) -> int:
         raise InputError(f"--{'model' if args.model else 'program'} needs --data DATA.json "
                          "(the Stan data the draws were fitted with)")
     plan = _plan(args, family)
-    if (args.resume or args.scheduler) and not plan["refits"]:
-        raise InputError("--resume and --scheduler apply to refits: add --fallback refit")
+    if (args.resume or args.scheduler or args.fresh) and not plan["refits"]:
+        raise InputError("--resume, --fresh and --scheduler apply to refits: add --fallback "
+                         "refit")
+    if args.resume and args.fresh:
+        raise InputError("--resume reuses the finished refits of a checkpoint folder, --fresh "
+                         "discards them: give one of the two")
     data = _load_json(args.data) if args.data else None
     names = _parse_names(args.names, family) if family else None
     given = [k for k, v in (("prior_sd", args.prior_sd), ("scale_icept", args.scale_icept))

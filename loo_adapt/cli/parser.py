@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--resume", metavar="DIR",
                     help="continue the refits of an interrupted run from its checkpoint "
                          f"folder (OUT/{CHECKPOINT} unless given)")
+    ev.add_argument("--fresh", action="store_true",
+                    help=f"discard the finished refits an earlier run left in "
+                         f"OUT/{CHECKPOINT} and refit from scratch (without --resume or "
+                         "--fresh, a run that finds them there stops and says so)")
     ev.add_argument("--scheduler", metavar="ADDRESS",
                     help="run the refits on a dask.distributed scheduler (e.g. "
                          "tcp://host:8786)")

@@ -337,6 +337,64 @@ def test_resume_and_scheduler_reach_the_refits(tmp_path, capsys, monkeypatch):
     assert rc == 1 and "--scheduler tcp://127.0.0.1:9: cannot connect" in _one_line(err)
 
 
+
+def test_finished_refits_are_not_discarded_without_fresh(tmp_path, capsys, monkeypatch):
+    """An interrupted run's checkpoint holds finished refits: rerunning the command without
+    --resume used to delete them silently.  Now it stops (exit 1, one line saying how many
+    and what to pass) and leaves every file; --resume reuses the folder, --fresh deletes it."""
+    from loo_adapt.stan import refit
+    from loo_adapt.stan.checkpoint import Checkpoint
+
+    seen = []
+
+    def fake_loo(**kwargs):
+        seen.append(kwargs["refit_kwargs"].get("checkpoint"))
+        raise MemoryError()
+
+    monkeypatch.setattr(loo_adapt, "loo", fake_loo)
+    monkeypatch.setattr(refit, "refit_loo", _refit_loo_with_checkpoints)
+    out = tmp_path / "rep"
+    folder = out / cli.CHECKPOINT
+    ck = Checkpoint(folder, "refit", "abc")
+    for i in (3, 7, 11):
+        ck.save(f"obs_{i}", {"log_lik": np.zeros((1, 4))}, {"i": i})
+    (folder / ".tmp-unfinished.npz").write_bytes(b"half a row")  # not a finished refit
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out, "--fallback", "refit"))
+    line = _one_line(err)
+    assert rc == 1 and seen == [], line
+    assert "3 finished refits" in line and f"--resume {folder}" in line and "--fresh" in line
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+    # --resume DIR: the folder goes to the refits as it is
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out, "--fallback", "refit",
+                                         "--resume", folder))
+    assert rc == 4 and seen == [str(folder)]
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # both flags: refused before anything is touched
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out, "--fallback", "refit",
+                                         "--resume", folder, "--fresh"))
+    assert rc == 1 and "give one of the two" in _one_line(err) and len(seen) == 1
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # --fresh without refits would discard nothing: refused
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out, "--fresh"))
+    assert rc == 1 and "--fresh" in _one_line(err) and "add --fallback refit" in _one_line(err)
+    assert folder.is_dir()
+    # saved refits without a manifest cannot be resumed: the line says to pass --fresh
+    (folder / "manifest.json").unlink()
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out, "--fallback", "refit"))
+    line = _one_line(err)
+    assert rc == 1 and "3 finished refits" in line and "no manifest.json" in line
+    assert "--fresh" in line and "--resume" not in line and len(seen) == 1
+    # --fresh: discarded, and the run goes on to the refits with an empty folder
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out, "--fallback", "refit", "--fresh"))
+    assert rc == 4 and seen[-1] == str(folder) and not folder.exists()
+    # a folder with a manifest and no finished refit holds nothing to lose: cleared quietly
+    Checkpoint(folder, "refit", "abc")
+    rc, _, err = _run(capsys, *_evaluate(SAMPLE, out, "--fallback", "refit"))
+    assert rc == 4 and seen[-1] == str(folder) and not folder.exists()
+
 def test_reliable_rows_agree_with_truth(tmp_path, capsys):
     """The CLI's "reliable" rows are within 4 MCSE of the brute-force truth file."""
     rc, _, _ = _run(capsys, "evaluate", SAMPLE, "--data", DATA_JSON, "--model", "logistic",
