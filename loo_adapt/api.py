@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from loo_adapt.advice import next_step
+from loo_adapt.advice import next_step, refit_outcomes
 from loo_adapt.entry import build_context
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.arbiter import RefitArbiter
@@ -458,7 +458,9 @@ def _warn_unverified(result, ctx) -> None:
         kinds[kind] = kinds.get(kind, 0) + 1
     counts = "; ".join(f"{v} x {k}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
     had_program = ctx.program is not None or ctx.mixture_fn is not None
-    hint = next_step(had_program=had_program, n_unverified=bad.size)
+    n_failed = int(np.sum(refit_outcomes(result)[bad] == "failed"))
+    hint = next_step(had_program=had_program, n_unverified=bad.size - n_failed,
+                     n_failed=n_failed)
     rows = observation_label(bad, ctx.var_name or "log_lik")
     warnings.warn(
         f"{bad.size} of {result.n_obs} observations have no verified estimate ({counts}); "

@@ -13,7 +13,14 @@ import numpy as np
 
 from loo_adapt.estimators.base import Estimate
 
-__all__ = ["Refit"]
+__all__ = ["Refit", "BUDGET", "FAILED"]
+
+#: how the reason of a row the refit limits (``max_refits``, ``max_seconds``) left without a
+#: refit begins: a larger budget would refit it
+BUDGET = "refit budget"
+#: how the reason of a row whose refit ran and failed begins (it raised, returned NaN or
+#: inf, timed out or lost its worker): a larger budget would not help
+FAILED = "refit failed"
 
 
 @dataclass(frozen=True)
@@ -57,12 +64,15 @@ class Refit:
         left = np.array([i for i in rows if int(i) not in done], dtype=np.int64)
         if left.size == 0:
             return est
-        # rows without a refit (budget, failure): unverified, with the reason
+        # rows without a refit: unverified, the reason saying whether the budget left them
+        # out (`BUDGET`) or their refit failed (`FAILED`), which the advice tells apart
         pos = {int(i): j for j, i in enumerate(res.indices)}
-        why = [str(res.reason[pos[int(i)]]) or "refit budget: not refitted within "
-               "max_refits / max_seconds" for i in left]
-        missing = Estimate.make("refit", left, np.nan, np.nan, False,
-                                reason=[f"refit: {w}" if not w.startswith("refit") else w
-                                        for w in why])
+        budget = np.asarray(res.left_by_budget, dtype=bool)
+        why = []
+        for i in left:
+            j = pos[int(i)]
+            w = str(res.reason[j]) or "not refitted within max_refits / max_seconds"
+            why.append(f"{BUDGET if budget[j] else FAILED}: {w}")
+        missing = Estimate.make("refit", left, np.nan, np.nan, False, reason=why)
         return Estimate.concat(est.estimator, [est, missing])
 

@@ -53,7 +53,7 @@ import numpy as np
 from loo_adapt.result import observation_label
 from loo_adapt.stan import pool as _pool
 from loo_adapt.stan.heldout import _check_refit_fn, _Job, _run, convergence_check, heldout_elpd
-from loo_adapt.stan.refit_result import RefitResult
+from loo_adapt.stan.refit_result import TIME_BUDGET, RefitResult
 
 __all__ = ["RefitResult", "refit_loo", "heldout_elpd", "convergence_check"]
 
@@ -380,7 +380,7 @@ def refit_loo(
             deadline = None if max_seconds is None else time_mono() + max_seconds - (
                 time.perf_counter() - start)
             limits = dict(deadline=deadline,
-                          deadline_reason=f"the time budget max_seconds={max_seconds} ran out")
+                          deadline_reason=f"{TIME_BUDGET} max_seconds={max_seconds} ran out")
             width = pool.capacity if workers is None else min(workers, pool.capacity)
             res.workers, res.parallel_chains = width, parallel or 0
             rest_all = k - 1 - int(res.refitted.sum())
@@ -414,8 +414,9 @@ def refit_loo(
                 bar.total = len(todo) + (0 if done_seconds.size else 1)
                 bar.refresh()
             if np.isfinite(first):
-                msg = (f"refit_loo: {'a previous refit' if done_seconds.size else 'the first'} "
-                       f"refit took {first:.2f} s; estimated "
+                took = (f"the refits resumed from the checkpoint took {first:.2f} s (median)"
+                        if done_seconds.size else f"the first refit took {first:.2f} s")
+                msg = (f"refit_loo: {took}; estimated "
                        f"{_pool.estimate_seconds(first, rest, width):.1f} s for the remaining "
                        f"{rest} refit(s) on {width} worker(s)")
                 if rest < rest_all:

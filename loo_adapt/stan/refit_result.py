@@ -11,7 +11,11 @@ import numpy as np
 
 from loo_adapt.core._names import add_deprecated_aliases
 
-__all__ = ["RefitResult"]
+__all__ = ["RefitResult", "TIME_BUDGET"]
+
+#: how `loo_adapt.stan.refit.refit_loo` names ``max_seconds`` in the reason of a refit its
+#: hard deadline stopped ("stopped: the time budget max_seconds=... ran out (...)")
+TIME_BUDGET = "the time budget"
 
 
 @add_deprecated_aliases
@@ -110,6 +114,17 @@ class RefitResult:
     def failed(self) -> np.ndarray:
         """Rows whose refit raised, returned NaN, timed out or lost its worker."""
         return np.isin(self.status.astype(str), ("error", "timeout", "died"))
+
+    @property
+    def left_by_budget(self) -> np.ndarray:
+        """Rows the limits left without an estimate: never started (``max_refits``, or
+        ``max_seconds`` spent first) or stopped by the hard ``max_seconds`` deadline.  A
+        larger budget would refit them, unlike the rows whose refit raised, returned NaN or
+        inf, timed out (``timeout``) or lost its worker."""
+        status = self.status.astype(str)
+        stopped = np.array([str(r).startswith(f"stopped: {TIME_BUDGET}")
+                            for r in self.reason], dtype=bool)
+        return (status == "skipped") | ((status == "timeout") & stopped)
 
     def to_estimate(self, y=None):
         """The refitted rows as an `loo_adapt.estimators.base.Estimate` (merge it with

@@ -281,6 +281,26 @@ def test_limits_leave_the_right_observations_out(monkeypatch, caplog):
     assert res.n_refitted == 0 and res.estimated_seconds_total == 0.0
 
 
+
+def test_resumed_run_announces_the_resumed_refits_time(tmp_path, caplog):
+    """A run that resumes finished refits announces their median time in plain words (it said
+    "a previous refit refit took")."""
+    ck = tmp_path / "ck"
+    with pytest.warns(UserWarning, match="2 of 3 observations were not refitted"):
+        first = refit_loo([0, 1, 2], refit_fn=conj_refit, seed=1, n_jobs=1, max_refits=1,
+                          checkpoint=ck, progress=False)
+    assert first.n_refitted == 1
+    with caplog.at_level(logging.INFO, logger="loo_adapt.stan.refit"):
+        again = refit_loo([0, 1, 2], refit_fn=conj_refit, seed=1, n_jobs=1, checkpoint=ck,
+                          progress=False)
+    assert again.n_refitted == 3 and again.seconds[0] == first.seconds[0]
+    msgs = [r.getMessage() for r in caplog.records if "estimated" in r.getMessage()]
+    assert len(msgs) == 1, msgs
+    took = f"{first.seconds[0]:.2f} s (median)"
+    assert msgs[0].startswith(f"refit_loo: the refits resumed from the checkpoint took {took}")
+    assert "for the remaining 2 refit(s)" in msgs[0] and "refit refit" not in msgs[0]
+
+
 # ------------------------------------------------------------------------------- to_estimate
 def test_to_estimate_merged_into_pointwise_loo():
     n = 8
