@@ -215,3 +215,45 @@ def test_a_program_that_does_not_compile_says_so(tmp_path):
     with pytest.raises(ProgramMismatchError, match="broken.stan does not compile: Syntax error"):
         check_program_matches(StanProgram(path, _data("logistic_normal")),
                               _draws("logistic_normal", "sample"))
+
+
+_NORMAL_MEAN = """
+data { int<lower=1> N; vector[N] y; real prior_mean; real<lower=0> prior_sd; }
+parameters { real mu; }
+model { mu ~ normal(prior_mean, prior_sd); y ~ normal(mu, 1); }
+generated quantities {
+  vector[N] log_lik;
+  for (n in 1:N) log_lik[n] = normal_lpdf(y[n] | mu, 1);
+}
+"""
+
+
+def test_the_score_check_is_calibrated_on_exact_posterior_draws(tmp_path):
+    """Null distribution of the score check: a normal mean with a normal prior, whose
+    posterior is normal in closed form, sampled exactly (4 chains of 250 i.i.d. draws, no
+    lp__).  The mean gradient's z is then |N(0, 1)|: its mean square over 40 replicates is
+    near 1 and no replicate reaches the bound; with another prior mean every replicate is
+    refused."""
+    from loo_adapt.draws import Draws
+
+    path = tmp_path / "normal_mean.stan"
+    path.write_text(_NORMAL_MEAN)
+    rng = np.random.default_rng(11)
+    y = rng.normal(0.7, 1.0, 20)
+    data = {"N": 20, "y": y.tolist(), "prior_mean": 0.0, "prior_sd": 3.0}
+    prec = 1.0 / 9.0 + y.size
+    mean, sd = y.sum() / prec, 1.0 / np.sqrt(prec)
+    right = StanProgram(path, data)
+    wrong = StanProgram(path, {**data, "prior_mean": 2.0, "prior_sd": 0.3})
+    z = []
+    for rep in range(40):
+        mu = rng.normal(mean, sd, size=(4, 250))
+        ll = -0.5 * np.log(2 * np.pi) - 0.5 * (y - mu[..., None]) ** 2
+        draws = Draws(variables={"mu": mu, "log_lik": ll})
+        check = check_program_matches(right, draws)
+        assert check.density == "score" and check.max_score_z < check.score_bound
+        z.append(check.max_score_z)
+        if rep < 5:
+            with pytest.raises(ProgramMismatchError, match="gradient was checked instead"):
+                check_program_matches(wrong, draws)
+    assert 0.6 < np.mean(np.square(z)) < 1.5, np.mean(np.square(z))
