@@ -336,10 +336,15 @@ def format_estimates(result, scale: str = "log", *, kind: str = "loo",
     if scale != "deviance":
         rows.append((f"{kind}ic", est["looic"], est["se_looic"]))
     width = max(10, max(len(r[0]) for r in rows) + 1)
-    lines = [head, "", f"{'':{width}s}{'Estimate':>8s}{'SE':>7s}"]
-    for name, value, se in rows:
-        se_txt = f"{se:>7.{digits}f}" if np.isfinite(se) else f"{'NA':>7s}"
-        lines.append(f"{name:{width}s}{value:>8.{digits}f}{se_txt}")
+    # R's layout (widths 8 and 7) for the usual sizes; wider columns, always a space
+    # apart, when the numbers need them (large n, or a degenerate fit)
+    values = [f"{v:.{digits}f}" for _, v, _ in rows]
+    ses = [f"{se:.{digits}f}" if np.isfinite(se) else "NA" for _, _, se in rows]
+    w_val = max(8, max(len(v) for v in values) + 1)
+    w_se = max(7, max(len(v) for v in ses) + 1)
+    lines = [head, "", f"{'':{width}s}{'Estimate':>{w_val}s}{'SE':>{w_se}s}"]
+    for (name, _, _), value, se in zip(rows, values, ses):
+        lines.append(f"{name:{width}s}{value:>{w_val}s}{se:>{w_se}s}")
     return lines
 
 

@@ -132,3 +132,20 @@ def test_kfold_prints_and_stores_r_loo_names_and_compares():
         warnings.simplefilter("ignore", DeprecationWarning)
         table = az.compare({"kfold": cv, "loo": loo_adapt.loo(ll)})
     assert list(table.index) == ["loo", "kfold"]  # held-out density 0.3 < 0.35
+
+
+def test_large_estimates_keep_their_columns_apart():
+    """The sweep's case: log-likelihoods near -3e4 printed 'elpd_loo  -1111128.6116994.3'.
+    The columns widen to fit and stay a space apart; the usual sizes keep R's layout."""
+    rng = np.random.default_rng(0)
+    big = loo_adapt.loo(rng.normal(-3e4, 1.0, size=(4, 250, 50)) * rng.uniform(0.5, 1.5, 50))
+    for line in str(big).splitlines():
+        if line.startswith(("elpd_loo", "looic")):
+            name, value, se = line.split()
+            assert float(value) < 0 if name == "elpd_loo" else float(value) > 0
+            assert float(se) > 0
+    est = big.loo_adapt.estimates()
+    row = next(ln for ln in str(big).splitlines() if ln.startswith("elpd_loo"))
+    assert row.split()[1:] == [f"{est['elpd_loo']:.1f}", f"{est['se_elpd_loo']:.1f}"]
+    small = str(loo_adapt.loo(rng.normal(-1.0, 0.3, size=(4, 250, 50))))
+    assert "        Estimate     SE" in small  # R's widths 8 and 7
