@@ -271,9 +271,10 @@ class FocusedEasyMixIS(FocusedMixIS):
             method = np.asarray(ctx.result.method, dtype=object)[rows]
             easy = rows[np.array([str(m).startswith("mixis") for m in method], dtype=bool)
                         & (rows != top)]
-            note = (f"The full mixture left {left:.2g} of its {n_draws} draws to the "
+            few = f"{left:.0f}" if left >= 0.5 else "less than one"
+            note = (f"The full mixture left {few} of its {n_draws} draws to the "
                     f"observations other than {top} (whose leave-one-out posterior holds "
-                    f"the rest): a focused fit over the {easy.size} others.")
+                    f"the rest): a focused fit over the {easy.size} others")
             if easy.size == 0:
                 return self._nothing(None)
         else:
@@ -292,6 +293,6 @@ class FocusedEasyMixIS(FocusedMixIS):
         ``why`` is None)."""
         from loo_adapt.estimators.base import Estimate
 
-        notes = () if why is None else (f"No focused fit over the easy rows: {why}.",)
+        notes = () if why is None else (f"No focused fit over the easy rows: {why}",)
         return Estimate.make(self.name, np.empty(0, np.int64), np.nan, np.nan, False,
                              method="mixis", notes=notes)
