@@ -197,6 +197,13 @@ def build_context(data, *, stages, method=None, var_name=None, reff=None, model=
     """
     only_log_lik = model is None and program is None and var_name is not None
     draws = as_draws(data, method=method, var_names=[var_name] if only_log_lik else None)
+    if draws.n_samples < 2:
+        what = (" (CmdStan optimize output is the posterior mode, one point)"
+                if "optimize" in str(getattr(draws, "source", "") or "") else "")
+        raise ValueError(
+            f"the draws hold {draws.n_samples} draw{what}: leave-one-out needs draws of the "
+            "posterior (sample) or of an approximation to it (variational, laplace, "
+            "pathfinder)")
     needed = stages_need_program(stages, has_mixis_draws=mixis_draws is not None)
     program = _resolve_program(program, model, needed)
     if program is not None:

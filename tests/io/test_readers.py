@@ -176,6 +176,21 @@ def test_optimize_csv_is_one_draw(model):
     _check_every_column(draws, [df])
 
 
+def test_loo_of_optimize_output_says_it_is_one_point():
+    """The sweep's case: loo() of CmdStan optimize output warned about every column's Pareto
+    fit, then failed with 'need at least 2 draws for a khat threshold'."""
+    import warnings
+
+    import loo_adapt
+
+    (f,) = _files("logistic_normal", "optimize")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning before the refusal
+        with pytest.raises(ValueError, match="1 draw .CmdStan optimize output is the posterior "
+                                             "mode, one point.: leave-one-out needs draws"):
+            loo_adapt.loo(f)
+
+
 def _cmdstanpy_columns(fit):
     """(column names, (chains, draws, columns) values) through cmdstanpy's public API."""
     cls = type(fit).__name__
