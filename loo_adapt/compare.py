@@ -116,10 +116,28 @@ def _arr(x) -> np.ndarray:
     return np.asarray(getattr(x, "values", x), dtype=float).ravel()
 
 
+_POINTWISE_KEYS = ("loo_i", "waic_i", "elpd_kfold_i", "elpd_i")
+
+
+def _require_pointwise(name: str, res) -> None:
+    """Refuse an ELPDData without pointwise values (``pointwise=False``), on either arviz
+    line and whatever ``weights`` is, before arviz's ``compare`` would fail with a less
+    clear message; ours too, although ``.loo_adapt`` keeps the arrays, as arviz refuses it."""
+    if isinstance(res, pd.Series):  # arviz 0.x ELPDData
+        missing = not any(k in res.index for k in _POINTWISE_KEYS)
+    else:  # arviz 1.x ELPDData
+        missing = getattr(res, "elpd_i", None) is None
+    if missing:
+        raise ValueError(f"model {name!r} has no pointwise values (it was computed with "
+                         "pointwise=False); recompute it with pointwise=True")
+
+
 def _read(name: str, res) -> _Model:
     from loo_adapt.evaluation.arviz import pointwise_from_elpd_data
     from loo_adapt.result import PointwiseLoo
 
+    if not isinstance(res, PointwiseLoo):
+        _require_pointwise(name, res)
     pw = res if isinstance(res, PointwiseLoo) else pointwise_from_elpd_data(res)
     if pw is not None:
         est = pw.estimates()
@@ -135,11 +153,7 @@ def _read(name: str, res) -> _Model:
                       np.asarray(pw.method, dtype=object), est["se_elpd_loo"], est["p_loo"])
     if isinstance(res, pd.Series):  # arviz 0.x ELPDData
         keys = list(res.index)
-        pointwise = next((k for k in ("loo_i", "waic_i", "elpd_kfold_i", "elpd_i")
-                          if k in keys), None)
-        if pointwise is None:
-            raise ValueError(f"model {name!r} has no pointwise values; compute it with "
-                             "pointwise=True")
+        pointwise = next(k for k in _POINTWISE_KEYS if k in keys)
         factor = _SCALE.get(str(res.get("scale", "log")), 1.0)
         elpd_i = _arr(res[pointwise]) / factor
         p_key = next((k for k in keys if k.startswith("p_")), None)
@@ -150,9 +164,6 @@ def _read(name: str, res) -> _Model:
         n_samples = int(res.get("n_samples", 0) or 0)
         good_k = float(res["good_k"]) if "good_k" in keys else _threshold(n_samples)
     else:  # arviz 1.x ELPDData
-        if getattr(res, "elpd_i", None) is None:
-            raise ValueError(f"model {name!r} has no pointwise values (elpd_i); compute it "
-                             "with pointwise=True")
         elpd_i = _arr(res.elpd_i)
         p, se = float(getattr(res, "p", np.nan)), float(getattr(res, "se", np.nan))
         k = getattr(res, "pareto_k", None)
@@ -288,7 +299,9 @@ def compare(models: dict, *, weights=("stacking", "pseudo-BMA"), high_k_factor: 
     ------
     ValueError
         Fewer than two models, models with different numbers of observations, a result
-        without pointwise values or with a non-finite elpd_i.
+        computed with ``pointwise=False`` (an ELPDData without pointwise values; refused
+        on both arviz lines and whatever ``weights`` is, even when ``.loo_adapt`` keeps the
+        arrays, as arviz's ``compare`` refuses it) or with a non-finite elpd_i.
 
     Warns
     -----

@@ -282,6 +282,37 @@ def test_print_and_errors():
         compare({"a": a, "short": short}, weights=())
 
 
+@pytest.mark.parametrize("weights", [("stacking", "pseudo-BMA"), ()])
+def test_result_without_pointwise_values_is_refused_up_front(weights):
+    """pointwise=False: the same clear ValueError on both arviz lines, whatever weights is
+    (not arviz 0.x's "Encountered error in ELPD computation of compare."), although
+    ``.loo_adapt`` keeps the arrays."""
+    ll = example_ll().transpose(1, 0, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = loo_adapt.loo(ll, reff=1.0)
+        e = loo_adapt.loo(ll - 0.05, reff=1.0, pointwise=False)
+    assert e.loo_adapt is not None  # the arrays are there; still refused, as arviz does
+    import arviz as az
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if arviz_major() >= 1:
+            from arviz_base import from_dict
+
+            plain = az.loo(from_dict({"posterior": {"mu": ll[..., 0]},
+                                      "log_likelihood": {"y": ll}}), pointwise=False)
+        else:
+            plain = az.loo(az.from_dict(posterior={"mu": ll[..., 0]},
+                                        log_likelihood={"y": ll}), pointwise=False)
+    for models in ({"a": a, "e": e}, {"e": e, "a": a}, {"a": a, "e": plain}):
+        with pytest.raises(ValueError, match=r"model 'e' has no pointwise values \(it was "
+                                             r"computed with pointwise=False\); recompute it "
+                                             r"with pointwise=True") as info:
+            compare(models, weights=weights)
+        assert info.value.__cause__ is None  # raised by compare itself, not chained
+
+
 def test_order_statistic_warning_as_r():
     """R's test: 25 waic results of LLarr + rnorm(1, 0, 0.1) warn, 4 do not."""
     ll = example_ll()
