@@ -91,6 +91,40 @@ def test_kfold_equals_the_exact_predictive_densities():
     assert list(res.kfold["fold_status"]) == ["ok"] * 4
 
 
+def _small_kfold():
+    def refit_fn(rows, seed):  # nested: n_jobs=1 runs it in this process
+        return np.full((200, len(rows)), np.log(0.3))
+
+    return kfold(refit_fn=refit_fn, n_obs=6, K=3, log_lik=np.full((200, 6), np.log(0.5)),
+                 seed=2, n_jobs=1, progress=False)
+
+
+@pytest.mark.arviz1  # runs under arviz 1.x too (CI: -m arviz1)
+@pytest.mark.parametrize("how", ["pickle", "copy", "shallow copy", "deepcopy"])
+def test_kfold_attribute_survives_pickle_and_copy(how):
+    """``.kfold`` (folds, fold_status, fold_reason, seconds) survives as ``.loo_adapt`` does,
+    on arviz 0.x (pandas Series: pandas metadata) and 1.x (dataclass)."""
+    import copy
+    import pickle
+
+    res = _small_kfold()
+    assert set(res.kfold) == {"folds", "fold_status", "fold_reason", "seconds"}
+    back = {"pickle": lambda r: pickle.loads(pickle.dumps(r)), "copy": lambda r: r.copy(),
+            "shallow copy": lambda r: r.copy(deep=False) if hasattr(r, "index") else
+            copy.copy(r), "deepcopy": copy.deepcopy}[how](res)
+    assert type(back) is type(res)
+    assert back.loo_adapt is not None
+    assert getattr(back, "kfold", None) is not None, f"{how} lost .kfold"
+    assert set(back.kfold) == set(res.kfold)
+    for key, value in res.kfold.items():
+        np.testing.assert_array_equal(np.asarray(back.kfold[key]), np.asarray(value),
+                                      err_msg=key)
+    if how in ("pickle", "copy", "deepcopy"):  # an independent copy
+        assert back.kfold is not res.kfold
+        assert back.kfold["folds"] is not res.kfold["folds"]
+    np.testing.assert_array_equal(back.loo_adapt.elpd_i, res.loo_adapt.elpd_i)
+
+
 @pytest.mark.arviz1
 def test_az_compare_ranks_kfold_results_as_the_exact_elpd():
     az = pytest.importorskip("arviz")

@@ -250,10 +250,12 @@ if _MAJOR == 0:
         """arviz 0.x ELPDData that also carries the loo_adapt pointwise result.
 
         ``.loo_adapt`` is the `PointwiseLoo`; ``.log_weights`` the PSIS log weights with
-        dims ``(*obs_dims, "__sample__")`` (NaN for rows of other estimators).
+        dims ``(*obs_dims, "__sample__")`` (NaN for rows of other estimators); ``.kfold``
+        the folds and per-fold status of a `loo_adapt.kfold` result.  All three are pandas
+        metadata, so they survive pickling and `copy`.
         """
 
-        _metadata = ["loo_adapt", "log_weights"]
+        _metadata = ["loo_adapt", "log_weights", "kfold"]
 
         @property
         def _constructor(self):
@@ -268,7 +270,17 @@ if _MAJOR == 0:
             return self.__str__()
 
         def copy(self, deep: bool = True):  # pylint:disable=overridden-final-method
-            """A copy (deep by default) that keeps ``.loo_adapt`` and ``.log_weights``."""
+            """A copy (deep by default) that keeps ``.loo_adapt``, ``.log_weights`` and
+            ``.kfold``.
+
+            Parameters
+            ----------
+            deep : copy the values and the attributes too (else share them).
+
+            Returns
+            -------
+            LooAdaptELPDData
+            """
             out = LooAdaptELPDData(_ArvizELPDData.copy(self, deep=deep))
             for name in self._metadata:
                 value = getattr(self, name, None)
@@ -285,7 +297,11 @@ else:
 
     @dataclasses.dataclass(kw_only=True, repr=False)
     class LooAdaptELPDData(_ArvizELPDData):
-        """arviz 1.x ELPDDataLOO that also carries the loo_adapt pointwise result."""
+        """arviz 1.x ELPDDataLOO that also carries the loo_adapt pointwise result.
+
+        ``.loo_adapt`` is the `PointwiseLoo`; ``.kfold`` (an instance attribute, set by
+        `loo_adapt.kfold`) the folds and per-fold status; both survive pickling and `copy`.
+        """
 
         loo_adapt: PointwiseLoo | None = None
         n_folds: int | None = None
@@ -309,7 +325,13 @@ else:
             return self.__str__()
 
         def copy(self):
-            """A deep copy that keeps ``.loo_adapt`` (arviz 1.x's own class has none)."""
+            """A deep copy that keeps ``.loo_adapt`` and ``.kfold`` (arviz 1.x's own class
+            has no ``copy``).
+
+            Returns
+            -------
+            LooAdaptELPDData
+            """
             return _copy_module.deepcopy(self)
 
         def summary(self) -> str:
