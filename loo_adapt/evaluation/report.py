@@ -15,6 +15,7 @@ import dataclasses
 import json
 import math
 import pathlib
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -222,6 +223,21 @@ def load_results(path, *, verify: bool = True) -> PointwiseLoo:
         Equal to the saved one in every field (+-inf, NaN, strings, booleans, candidates,
         ``mcse_total``); fields missing from older files take their defaults.
 
+    Raises
+    ------
+    FileNotFoundError
+        No results.json at ``path``.
+    ValueError
+        Not readable JSON, not a loo_adapt results.json, or (`ResultsFileError`) edited or
+        damaged: see ``verify``.
+
+    Warns
+    -----
+    UserWarning
+        The file says it was written by another loo_adapt version (``versions.loo_adapt``)
+        or with another ``encoding`` than this one writes (both values named; the file is
+        still read); with ``verify=False``, a modified file.
+
     Examples
     --------
     >>> import tempfile, numpy as np
@@ -248,6 +264,7 @@ def load_results(path, *, verify: bool = True) -> PointwiseLoo:
                          ) from None
     except (KeyError, TypeError):
         raise ValueError(f"{path} is not a loo_adapt results.json (no 'pointwise')") from None
+    _warn_other_writer(path, data)
     dtypes, rest = data.get("dtypes"), data.get("fields")
     if dtypes is None:  # written before every field was stored: null meant NaN
         dtypes = {k: ("object" if k == "method" else "|b1" if k == "reliable" else "<f8")
@@ -277,6 +294,29 @@ def load_results(path, *, verify: bool = True) -> PointwiseLoo:
     _check.check_integrity(path, payload, data, loaded, read_manifest(path.parent), verify)
     _check.check_fields(path, loaded)
     return loaded
+
+
+def _warn_other_writer(path: pathlib.Path, data: dict) -> None:
+    """Warn when results.json says another loo_adapt version or another encoding wrote it.
+
+    Neither is refused: the encoding is a description, not a version number, so whether
+    this reader can read another one cannot be told from it; the structure checks that
+    follow reject columns it cannot read.  A file that states neither (written before
+    either was stored) is not warned about.
+    """
+    from loo_adapt import __version__
+
+    versions = data.get("versions")
+    written = versions.get("loo_adapt") if isinstance(versions, dict) else None
+    if written is not None and str(written) != __version__:
+        warnings.warn(f"{path} was written by loo_adapt {written}, but loo_adapt "
+                      f"{__version__} is installed; it is read as this version writes "
+                      "results.json, which may differ", UserWarning, stacklevel=3)
+    encoding = data.get("encoding")
+    if encoding is not None and encoding != ENCODING:
+        warnings.warn(f"{path} states the encoding {encoding!r}, but this loo_adapt "
+                      f"({__version__}) writes and reads {ENCODING!r}; values it encodes "
+                      "otherwise may be read wrongly or refused", UserWarning, stacklevel=3)
 
 
 # --------------------------------------------------------------------------- report

@@ -105,3 +105,45 @@ def test_verify_false_loads_a_modified_file_with_a_loud_warning(report):
         assert back.reliable[0] != json.loads(original)["pointwise"]["reliable"][0]
     finally:
         (folder / "results.json").write_text(original)
+
+
+@pytest.mark.arviz1  # runs under arviz 1.x too (CI: -m arviz1)
+@pytest.mark.parametrize("with_manifest", [False, True])
+def test_other_version_or_encoding_is_warned_naming_both(report, tmp_path, with_manifest):
+    """results.json saying another loo_adapt version or another encoding wrote it: a
+    UserWarning naming both values (the file is still read; neither can be told unreadable
+    from the string).  With a manifest the edit itself is refused, as before."""
+    import warnings
+
+    from loo_adapt.evaluation.report import ENCODING
+
+    folder, original = report
+    data = json.loads(original)
+    assert data["versions"]["loo_adapt"] == loo_adapt.__version__
+    with warnings.catch_warnings():  # the file as written: no warning
+        warnings.simplefilter("error")
+        load_results(folder)
+    other = [("versions", lambda d: d["versions"].__setitem__("loo_adapt", "9.9.9"),
+              rf"written by loo_adapt 9\.9\.9, but loo_adapt {loo_adapt.__version__} is "
+              "installed"),
+             ("encoding", lambda d: d.__setitem__("encoding", "loo_adapt-results/99"),
+              r"states the encoding 'loo_adapt-results/99', but this loo_adapt .* writes "
+              r"and reads \"floats: NaN")]
+    for what, change, match in other:
+        edited = json.loads(original)
+        change(edited)
+        if with_manifest:
+            _edit(folder, original, change)
+            try:
+                with pytest.warns(UserWarning, match=match):  # warned before the refusal
+                    with pytest.raises(ValueError, match="modified after loo_adapt wrote it"):
+                        load_results(folder)
+            finally:
+                (folder / "results.json").write_text(original)
+            continue
+        (tmp_path / "results.json").write_text(json.dumps(edited))
+        with pytest.warns(UserWarning, match=match) as record:
+            back = load_results(tmp_path)
+        assert len(record) == 1, what
+        assert ENCODING in str(record[0].message) or what == "versions"
+        np.testing.assert_array_equal(back.elpd_i, load_results(folder).elpd_i)
