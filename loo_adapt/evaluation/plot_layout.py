@@ -9,7 +9,7 @@ import numpy as np
 
 from loo_adapt.result import PointwiseLoo
 
-__all__ = ["legend_outside", "VALUE_FMT"]
+__all__ = ["legend_outside", "legend_in_figure", "VALUE_FMT"]
 
 #: Format of the numbers (AUROC, AP, ECE) written into legends and labels.
 VALUE_FMT = "{:.3f}"
@@ -49,6 +49,8 @@ def _place_labels(ax, xs, ys, texts, *, colors=None, fontsize=7, offsets=_OFFSET
     renderer = _renderer(ax.figure)
     axbox = ax.get_window_extent(renderer)
     taken = [t.get_window_extent(renderer) for t in ax.texts]
+    if ax.get_legend() is not None:  # a legend inside the axes (`legend_in_figure`)
+        taken.append(ax.get_legend().get_window_extent(renderer))
     order = range(n) if priority is None else np.argsort(-np.asarray(priority), kind="stable")
     skipped = 0
     for j in order:
@@ -130,6 +132,46 @@ def legend_outside(ax, *, where: str = "right", fontsize: float = 8, extra=(), *
         kws = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), **kws}
     return ax.legend(handles, labels, fontsize=fontsize, borderaxespad=0.0, frameon=False,
                      **kws)
+
+
+def legend_in_figure(ax, legend, *, fontsize: float = 8):
+    """Keep an outside legend (`legend_outside`) inside the figure: if, once the figure is
+    drawn (its layout engine, e.g. constrained layout, making room first), it still reaches
+    past the figure's edge, as right of an Axes the caller made on a figure without room,
+    it moves inside the axes, framed, where it hides the fewest points (``loc="best"``).
+
+    Parameters
+    ----------
+    ax : matplotlib Axes the legend belongs to.
+    legend : the Legend `legend_outside` returned, or None (nothing done).
+    fontsize : type size of a legend moved inside.
+
+    Returns
+    -------
+    matplotlib Legend or None
+        The legend now on ``ax``.
+
+    Examples
+    --------
+    >>> fig, ax = plt.subplots()  # no layout engine: no room right of the axes
+    >>> _ = ax.plot([0, 1], label="a")
+    >>> leg = legend_in_figure(ax, legend_outside(ax))
+    >>> bool(fig.bbox.contains(*leg.get_window_extent().p1))
+    True
+    """
+    if legend is None:
+        return None
+    fig = ax.figure
+    renderer = _renderer(fig)
+    box, page = legend.get_window_extent(renderer), fig.bbox
+    tol = 0.5  # pixels
+    if (box.x0 >= page.x0 - tol and box.x1 <= page.x1 + tol and box.y0 >= page.y0 - tol
+            and box.y1 <= page.y1 + tol):
+        return legend
+    handles, labels = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
+    legend.remove()
+    return ax.legend(handles, labels, loc="best", fontsize=fontsize, frameon=True,
+                     framealpha=0.85)
 
 
 def _wrap(text: str, width: int = 44) -> str:

@@ -8,7 +8,9 @@
 * :func:`plot_roc`, :func:`plot_pr`, :func:`plot_calibration`, :func:`plot_loo_pit` - from
   `plots_classification` (the paper's Fig. 3, reliability diagram, LOO-PIT).
 
-Legends sit outside the data (`plot_layout.legend_outside`); every figure has a title.
+Legends sit outside the data (`plot_layout.legend_outside`); `plot_khat`'s moves inside
+the axes when the caller's figure has no room for it (`plot_layout.legend_in_figure`); every
+figure has a title.
 
 Thresholds come from the number of draws S (min(1 - 1/log10 S, 0.7), as arviz and R loo);
 value labels are placed so that they do not overlap (crowded ones are left out).
@@ -29,6 +31,7 @@ from loo_adapt.evaluation.plot_layout import (  # noqa: F401 (re-exported helper
     _renderer,
     _thin_ticklabels,
     _wrap,
+    legend_in_figure,
     legend_outside,
 )
 from loo_adapt.evaluation.plots_classification import (
@@ -201,7 +204,11 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
         threshold and the adapted ones (highest first, at most `MAX_LABELS`; labels that
         would overlap are left out).  Rows estimated by MixIS or refits are not labelled:
         their PSIS k-hat is not what their estimate rests on.
-    legend : a legend right of the axes.
+    legend : a legend right of the axes where the figure has room for it (a figure made
+        here, or any with constrained layout); else, as on an ``ax`` of a figure without a
+        layout engine that would cut it off, inside the axes, framed, where it hides the
+        fewest points (`plot_layout.legend_in_figure`).  Either way it is inside the figure,
+        so a plain ``fig.savefig(path)`` keeps it.
     n_samples : number of posterior draws S, for the threshold of a bare k-hat array.
     title : a title saying what is drawn ("before and after adaptation" only when a row was
         adapted).
@@ -271,7 +278,7 @@ def plot_khat(result_or_khat, *, after=None, method=None, threshold=None, ax=Non
             text = r"Pareto $\hat{k}$ of PSIS"
         ax.set_title(text, fontsize=10)
     if legend:
-        legend_outside(ax)
+        legend_in_figure(ax, legend_outside(ax))
     if label_min:
         used = np.where(adapted, after, np.where(no_khat, np.nan, khat))
         idx = np.flatnonzero(((used > thr) | adapted) & np.isfinite(used))

@@ -171,3 +171,30 @@ def test_report_figures_are_readable(tmp_path):
         fig = Figure(figsize=size, layout="constrained")
         func(*args, ax=fig.add_subplot())
         _check(fig)
+
+
+@pytest.mark.arviz1  # runs under arviz 1.x too (CI: -m arviz1)
+@pytest.mark.parametrize("kind", ["adapted", "mixis"])
+def test_plot_khat_legend_stays_in_a_callers_figure_without_room(kind, tmp_path):
+    """plot_khat(res, ax=ax) on plt.subplots() (no layout engine, the axes filling the
+    figure): the legend is inside the figure, so a plain savefig keeps it, and no value
+    label lies under it.  A figure with room (constrained layout) keeps it right of the
+    axes, off the data."""
+    res = _result(200 if kind == "adapted" else 54, kind)
+    fig, ax = plt.subplots()
+    assert fig.get_layout_engine() is None
+    plots.plot_khat(res, ax=ax)
+    fig.savefig(tmp_path / "khat.png")  # no bbox_inches="tight"
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legend = ax.get_legend()
+    box, page = legend.get_window_extent(renderer), fig.bbox
+    assert (box.x0 >= page.x0 and box.x1 <= page.x1 and box.y0 >= page.y0
+            and box.y1 <= page.y1), f"legend {box} leaves the figure {page}"
+    assert [t.get_text() for t in legend.get_texts()][-1] == "threshold 0.70"
+    for t in ax.texts:  # the k-hat value labels
+        assert not t.get_window_extent(renderer).overlaps(box), t.get_text()
+
+    fig2, ax2 = plt.subplots(figsize=(9, 4), layout="constrained")
+    plots.plot_khat(res, ax=ax2)
+    _check(fig2)  # inside the canvas, and outside the axes
