@@ -100,6 +100,11 @@ def test_unconstrain_reuses_only_the_same_draws():
     assert len(calls) == 2 * n_first  # unconstrained again
     assert U3[0, col] == pytest.approx(np.log(2.0 * draws.flat("tau")[0]), rel=1e-12)
     np.testing.assert_array_equal(U3[1:], U[1:])
+    # a few draws (as the identity check asks) do not evict the kept whole result
+    m.unconstrain(changed, np.arange(5))
+    n_calls = len(calls)
+    np.testing.assert_array_equal(m.unconstrain(changed), U3)
+    assert len(calls) == n_calls
 
 
 def test_unconstrain_keeps_no_large_result(monkeypatch):
