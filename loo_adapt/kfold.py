@@ -281,7 +281,8 @@ def kfold(
     ...     return np.full((400, len(rows)), np.log(0.3))
     >>> res = kfold(refit_fn=refit_fn, n_obs=6, K=3, log_lik=np.full((400, 6), np.log(0.5)),
     ...             n_jobs=1, progress=False)
-    >>> round(float(res["elpd_loo"]), 4), round(float(res["p_loo"]), 4)
+    >>> est = res.loo_adapt.estimates()  # the same keys on arviz 0.x and 1.x
+    >>> round(est["elpd_loo"], 4), round(est["p_loo"], 4)
     (-7.2238, 3.065)
     """
     from loo_adapt.evaluation.arviz import to_elpd_data
