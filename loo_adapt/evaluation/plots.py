@@ -8,9 +8,9 @@
 * :func:`plot_roc`, :func:`plot_pr`, :func:`plot_calibration`, :func:`plot_loo_pit` - from
   `plots_classification` (the paper's Fig. 3, reliability diagram, LOO-PIT).
 
-Legends sit outside the data (`plot_layout.legend_outside`); `plot_khat`'s moves inside
-the axes when the caller's figure has no room for it (`plot_layout.legend_in_figure`); every
-figure has a title.
+Legends sit outside the data (`plot_layout.legend_outside`) and move inside the axes when
+the caller's figure has no room for them (`plot_layout.legend_in_figure`); every figure has a
+title.
 
 Thresholds come from the number of draws S (min(1 - 1/log10 S, 0.7), as arviz and R loo);
 value labels are placed so that they do not overlap (crowded ones are left out).
@@ -397,7 +397,7 @@ def plot_khat_candidates(candidates, khat=None, *, threshold=None, ax=None,
     ax.set_ylabel(r"Pareto $\hat{k}$ (held-out draws)" if use_holdout else r"Pareto $\hat{k}$")
     _thin_ticklabels(ax, [str(i) for i in obs], rotation=90 if obs.size > 15 else 0)
     if legend:
-        legend_outside(ax)
+        legend_in_figure(ax, legend_outside(ax))
     if label_min:
         _place_labels(ax, lab_x, lab_y, lab_t, colors=lab_c,
                       priority=-np.asarray(lab_y, dtype=float))
@@ -467,5 +467,5 @@ def plot_khat_hist(khat, threshold=None, *, after=None, bins=20, ax=None, n_samp
     ax.set_ylabel("number of observations")
     ax.set_title(r"Pareto $\hat{k}$ of PSIS" + (" and after adaptation" if used is not None
                                                 else ""), fontsize=10)
-    legend_outside(ax, extra=extra)
+    legend_in_figure(ax, legend_outside(ax, extra=extra))
     return ax

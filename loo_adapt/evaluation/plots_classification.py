@@ -21,6 +21,7 @@ from loo_adapt.evaluation.plot_layout import (
     _get_ax,
     _place_labels,
     _wrap,
+    legend_in_figure,
     legend_outside,
 )
 
@@ -108,7 +109,7 @@ def plot_roc(y, probs, *, ax=None, diagonal: bool = True, legend: bool = True,
     if title:
         ax.set_title(title, fontsize=10)
     if legend:
-        legend_outside(ax, where="below")
+        legend_in_figure(ax, legend_outside(ax, where="below"))
     return ax
 
 
@@ -151,7 +152,7 @@ def plot_pr(y, probs, *, ax=None, prevalence: bool = True, legend: bool = True,
     if title:
         ax.set_title(title, fontsize=10)
     if legend:
-        legend_outside(ax, where="below")
+        legend_in_figure(ax, legend_outside(ax, where="below"))
     return ax
 
 
@@ -222,7 +223,7 @@ def plot_calibration(y, probs, n_bins: int = 10, *, strategy: str = "uniform", a
         extra = [] if band is None else [Line2D(
             [], [], color="gray", lw=4, alpha=0.25,
             label=f"{band:.0%} binomial band of a calibrated model")]
-        legend_outside(ax, where="below", extra=extra)
+        legend_in_figure(ax, legend_outside(ax, where="below", extra=extra))
     if counts:
         _place_labels(ax, lab_x, lab_y, lab_t, colors=lab_c, fontsize=6,
                       priority=[int(t[2:]) for t in lab_t])
@@ -281,5 +282,5 @@ def plot_loo_pit(pit, *, ax=None, band: float = 0.95, color="tab:blue", label=No
     if missing:
         title += f"\n({missing} observations without weights on the posterior draws left out)"
     ax.set_title(title, fontsize=9)
-    legend_outside(ax, where="below")
+    legend_in_figure(ax, legend_outside(ax, where="below"))
     return ax

@@ -198,3 +198,28 @@ def test_plot_khat_legend_stays_in_a_callers_figure_without_room(kind, tmp_path)
     fig2, ax2 = plt.subplots(figsize=(9, 4), layout="constrained")
     plots.plot_khat(res, ax=ax2)
     _check(fig2)  # inside the canvas, and outside the axes
+
+
+@pytest.mark.parametrize("which", ["khat_hist", "roc", "pr", "calibration", "loo_pit"])
+def test_every_outside_legend_stays_in_a_callers_figure_without_room(which, tmp_path):
+    """As plot_khat: on plt.subplots() (no room right of or below the axes) each figure's
+    legend is moved inside, so a plain savefig keeps it whole."""
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 80)
+    probs = np.clip(0.5 * y + 0.25 + 0.2 * rng.normal(size=80), 0.01, 0.99)
+    fig, ax = plt.subplots()
+    draw = {
+        "khat_hist": lambda: plots.plot_khat_hist(rng.uniform(0.0, 1.2, 80), 0.7, ax=ax),
+        "roc": lambda: plots.plot_roc(y, {"a": probs, "b": 1.0 - probs}, ax=ax),
+        "pr": lambda: plots.plot_pr(y, {"a": probs, "b": 1.0 - probs}, ax=ax),
+        "calibration": lambda: plots.plot_calibration(y, {"a": probs}, ax=ax),
+        "loo_pit": lambda: plots.plot_loo_pit(rng.uniform(size=80), ax=ax),
+    }[which]
+    draw()
+    fig.savefig(tmp_path / f"{which}.png")
+    fig.canvas.draw()
+    legend = ax.get_legend()
+    assert legend is not None
+    box, page = legend.get_window_extent(fig.canvas.get_renderer()), fig.bbox
+    assert (box.x0 >= page.x0 - 0.5 and box.x1 <= page.x1 + 0.5 and box.y0 >= page.y0 - 0.5
+            and box.y1 <= page.y1 + 0.5), f"{which}: legend {box} leaves the figure {page}"
