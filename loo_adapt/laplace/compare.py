@@ -60,7 +60,7 @@ def _logit(p):
     return np.log(p) - np.log(q)
 
 
-@dataclass
+@dataclass(repr=False)
 class Comparison:
     """Result of `compare`.
 
@@ -79,9 +79,18 @@ class Comparison:
     khat: np.ndarray | None = None
 
     def to_dataframe(self):
+        """The table as a pandas DataFrame, one row per (method, mode)."""
         import pandas as pd
 
         return pd.DataFrame(self.table)
+
+    def __str__(self) -> str:
+        """The table (``print(compare(...))``), not the pointwise arrays."""
+        n = 0 if self.y is None else len(self.y)
+        head = f"Cavity LOO against MCMC ({n} observations, {len(self.modes)} mode(s)):"
+        return head + "\n" + self.to_dataframe().to_string(index=False, float_format="%.4g")
+
+    __repr__ = __str__
 
     def strata_dataframe(self):
         import pandas as pd

@@ -418,6 +418,9 @@ def test_compare_against_arrays(toy):
     assert abs(rows["lla"]["average_precision"]
                - average_precision_score(y, lla_loo.loo_prob)) < 1e-12
     assert abs(rows["mcmc"]["elpd_loo"] - elpd.sum()) < 1e-12
+    text = str(res)  # the table, one line per method, not the pointwise arrays
+    assert len(text.splitlines()) == 2 + len(res.table) and repr(res) == text
+    assert f"{rows['lla']['elpd_loo']:.4g}" in text
     strata = [s for s in res.strata if s["method"] == "lla"]
     assert [s["n"] for s in strata] == [int(np.sum(khat <= 0.5)),
                                        int(np.sum((khat > 0.5) & (khat <= 0.7))),
