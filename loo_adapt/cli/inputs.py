@@ -194,6 +194,8 @@ def _prepare_out(path, stack: contextlib.ExitStack | None = None) -> pathlib.Pat
 
     With ``stack``, a folder created here is removed again if the command fails while it
     is still empty (a failed run leaves no empty folder behind)."""
+    if not str(path).strip():  # Path("") is the current folder: never what was meant
+        raise InputError("--out is empty; give a folder for the report")
     out = pathlib.Path(path)
     if stack is not None and not out.exists():
         stack.push(lambda *exc: _remove_if_empty(out) if exc[0] is not None else None)

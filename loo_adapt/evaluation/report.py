@@ -392,6 +392,8 @@ def save_report(result, out_dir, *, y=None, probs=None, name: str = "loo",
     ...     [p.name for p in save_report(res, d, figures=False)]
     ['summary.txt', 'results.json']
     """
+    if not str(out_dir).strip():  # Path("") is the current folder: never what was meant
+        raise ValueError("out_dir is empty; give a folder for the report")
     res = as_pointwise(result)
     scale = _scale_of(result, scale)
     out = pathlib.Path(out_dir)

@@ -115,6 +115,7 @@ def test_bom_in_data_json_is_accepted(tmp_path, capsys):
     ("--threshold", "0", 2, ["--threshold", "(0, 1]"]),
     ("--out", "/sys/loo-adapt-x", 1, ["--out", "/sys/loo-adapt-x", "writable folder"]),
     ("--out", "FILE", 1, ["--out", "is a file", "folder"]),
+    ("--out", "", 1, ["--out is empty", "folder"]),  # Path("") would be the current folder
     ("--resume", "MISSING", 1, ["--resume", "add --fallback refit"]),
 ])
 def test_bad_options_before_anything_is_written(tmp_path, capsys, option, value, code, words):

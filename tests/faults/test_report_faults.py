@@ -314,3 +314,12 @@ def test_results_written_by_the_previous_version_still_load(tmp_path):
     assert back.elpd_i[0] == -0.5 and np.isnan(back.elpd_i[1])
     assert back.method.tolist() == ["psis", "mixis"] and back.reliable.tolist() == [True, False]
     assert back.y.tolist() == [1.0, 0.0] and np.isnan(back.candidates[0]["rho"])
+
+
+def test_an_empty_report_folder_is_refused(tmp_path, monkeypatch):
+    """save_report(res, "") wrote into the current folder (Path("") is "."): refused, and
+    nothing is written there."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="out_dir is empty"):
+        save_report(_extreme_result(), "", figures=False)
+    assert list(tmp_path.iterdir()) == []
