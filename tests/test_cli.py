@@ -301,3 +301,23 @@ def test_evaluate_any_program_trust_path(poisson_csv, tmp_path, capsys, monkeypa
     mcse = stored["estimates"]["mcse_elpd_loo"]
     diff = stored["estimates"]["elpd_loo"] - float(ref["elpd_loo"])
     assert abs(diff) <= 4 * np.hypot(mcse, mcse_psis), (diff, mcse, mcse_psis)
+
+
+def test_quiet_runs_hide_matplotlib_font_fallbacks(caplog):
+    """The sweep's case: `evaluate -q` printed 21 'findfont: ... not found' lines (a machine
+    without the fonts mathtext names). Without --verbose they are not logged; the level is
+    restored afterwards."""
+    import logging
+
+    from loo_adapt.cli import _quiet_backends
+
+    fonts = logging.getLogger("matplotlib.font_manager")
+    before = fonts.level
+    with caplog.at_level(logging.DEBUG):
+        with _quiet_backends(verbose=False):
+            fonts.warning("findfont: Font family ['cmmi10'] not found.")
+        with _quiet_backends(verbose=True):
+            fonts.warning("findfont: shown with --verbose")
+    messages = [r.getMessage() for r in caplog.records if r.name == fonts.name]
+    assert messages == ["findfont: shown with --verbose"]
+    assert fonts.level == before

@@ -107,20 +107,26 @@ def _signals():
 
 @contextlib.contextmanager
 def _quiet_backends(verbose: bool):
-    """cmdstanpy's per-chain INFO lines only with --verbose.
+    """cmdstanpy's per-chain INFO lines and matplotlib's font fallbacks only with --verbose.
 
     A level alone does not hold: cmdstanpy's logger, set up on first use (inside the
     command), resets its own level to DEBUG. A filter on the logger stays."""
     logger = logging.getLogger("cmdstanpy")
     level = logger.level
     logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    # matplotlib's "findfont: ... not found. Falling back to DejaVu Sans" (a machine
+    # without the fonts mathtext names), logged on every report, only with --verbose
+    fonts = logging.getLogger("matplotlib.font_manager")
+    font_level = fonts.level
     if not verbose:
         logger.addFilter(_warnings_only)
+        fonts.setLevel(logging.ERROR)
     try:
         yield
     finally:
         logger.removeFilter(_warnings_only)
         logger.setLevel(level)
+        fonts.setLevel(font_level)
 
 
 def _warnings_only(record: logging.LogRecord) -> bool:

@@ -30,6 +30,10 @@ def cmd_vifa(args) -> int:
     data = _load_json(args.data)
     model = _build_model(family, data, _parse_names(args.names, family), args.prior_sd,
                          args.scale_icept)
+    if args.K is None:  # the default, capped at the model's dimension
+        from loo_adapt.laplace.vifa import as_target
+
+        args.K = min(5, int(as_target(model).dim))
     stages = _Stages([f"VIFA fit (K = {args.K})", "LOO (p/q + adaptation)", "report"],
                      args.quiet)
     with contextlib.ExitStack() as stack:
@@ -63,11 +67,15 @@ def add_vifa_parser(sub, common, models):
                     help="logistic | relu (families without hyperparameters)")
     vf.add_argument("--names", help="Stan variable names, as for evaluate")
     vf.add_argument("--out", required=True, help="report directory")
-    vf.add_argument("--K", type=_positive_int, default=5, help="number of factors")
+    vf.add_argument("--K", type=_positive_int, default=None,
+                    help="number of factors (default 5, or the number of parameters D when "
+                         "that is smaller)")
     vf.add_argument("--draws", type=_positive_int, default=4000)
     vf.add_argument("--n-mc", type=_positive_int, default=4, help="draws per step")
     vf.add_argument("--batch-size", type=_positive_int, help="minibatch (default: all)")
-    vf.add_argument("--max-iter", type=_positive_int, default=5000)
+    vf.add_argument("--max-iter", type=_positive_int, default=5000,
+                    help="steps of the joint constant-rate stage (default 5000); the decay "
+                         "stage's steps come on top of them")
     vf.add_argument("--threshold", type=_unit_interval)
     vf.add_argument("--prior-sd", type=_positive_float)
     vf.add_argument("--scale-icept", type=_positive_float)

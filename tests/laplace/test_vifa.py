@@ -3,6 +3,7 @@ the posterior of Bayesian linear regression against its closed form, and LOO fro
 draws (p/q) against the closed-form leave-one-out predictive."""
 
 import json
+import pathlib
 import warnings
 
 import numpy as np
@@ -248,6 +249,26 @@ def test_cli_vifa_writes_a_report(tmp_path):
     summary = next(out.glob("*summary*")).read_text()
     assert "approximation (vifa)" in summary and "Pareto k-hat of p/q" in summary
     assert main(base + ["--K", "10000"]) == 1  # K > D: one-line input error
+
+
+def test_cli_vifa_default_k_fits_a_small_model(tmp_path):
+    """The sweep's case: 4 parameters (3 predictors and the intercept) and no --K failed
+    with 'K must be in 1..D = 4, got 5'; the default is now capped at D."""
+    import json
+
+    from loo_adapt.cli import main
+
+    data = json.loads((pathlib.Path(FIXTURE) / "logistic_normal.data.json").read_text())
+    data["X"] = [row[:3] for row in data["X"]]
+    data["D"] = 3
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "report"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(["vifa", "--data", str(path), "--model", "logistic", "--out", str(out),
+                     "--draws", "200", "--max-iter", "200", "-q", "--threshold", "1"])
+    assert code in (0, 3) and next(out.glob("*summary*")).is_file()
 
 
 def test_vifa_draws_have_no_stan_csv_form(tmp_path):
