@@ -267,6 +267,9 @@ def loo(
     if not (_is_int(mixis_spot_checks) and mixis_spot_checks >= 0):
         raise ValueError(f"mixis_spot_checks must be a non-negative integer (refits), got "
                          f"{mixis_spot_checks!r}")
+    if var_name is not None and not isinstance(var_name, str):
+        raise TypeError(f"var_name must be the name of one log-likelihood variable (a str), "
+                        f"got {var_name!r}: call loo() once per variable")
     _check_options(khat_threshold=khat_threshold, seed=seed, transforms=transforms,
                    mixis_max_mcse=mixis_max_mcse, refit_kwargs=refit_kwargs,
                    mixis_pool_khat=mixis_pool_khat, reff=reff, rho=rho)

@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import pathlib
+import warnings
 
 import numpy as np
 
@@ -42,6 +43,10 @@ def _number_type(kind, test, what):
 _unit_interval = _number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 _positive_float = _number_type(float, lambda v: 0 < v < float("inf"), "a positive number")
 _positive_int = _number_type(int, lambda v: v > 0, "a positive integer")
+#: draws per chain: R-hat, ESS and r_eff need at least 4 (a fit of fewer is refused before
+#: it runs, not after)
+_draws_per_chain = _number_type(int, lambda v: v >= 4, "an integer of at least 4 (draws per "
+                                "chain: R-hat and the ESS need 4)")
 _nonnegative_int = _number_type(int, lambda v: v >= 0, "a non-negative integer")
 
 
@@ -127,13 +132,16 @@ def _read_xy_csv(path) -> tuple[np.ndarray, np.ndarray]:
             skip = 0
         except ValueError:
             skip = 1
-        with opener(path, "rt", encoding="utf-8-sig") as fh:
+        with opener(path, "rt", encoding="utf-8-sig") as fh, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy's "input contained no data": checked below
             table = np.loadtxt(fh, delimiter=",", skiprows=skip, dtype=np.float64, ndmin=2)
     except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as err:
         raise InputError(f"{path}: cannot read it as {'gzipped ' * (opener is gzip.open)}"
                          f"UTF-8 text ({err}); save it as a plain UTF-8 CSV") from None
     except ValueError as err:
         raise InputError(f"{path}: cannot read a numeric table ({err})") from None
+    if table.shape[0] == 0:
+        raise InputError(f"{path} holds no rows of numbers (a header alone?)")
     if table.shape[1] < 2:
         raise InputError(f"{path} needs the outcome y and at least one predictor column")
     return table[:, 1:], table[:, 0]

@@ -6,7 +6,13 @@ import argparse
 
 from .evaluate import CHECKPOINT, cmd_evaluate
 from .fit import DEMO_FULL, DEMO_QUICK, cmd_demo, cmd_fit
-from .inputs import _nonnegative_int, _positive_float, _positive_int, _unit_interval
+from .inputs import (
+    _draws_per_chain,
+    _nonnegative_int,
+    _positive_float,
+    _positive_int,
+    _unit_interval,
+)
 from .vifa import add_vifa_parser
 
 
@@ -107,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="CSV (first column y, the rest X; header optional) or JSON with X, y")
     ft.add_argument("--out", required=True, help="output directory")
     ft.add_argument("--chains", type=_positive_int, default=4)
-    ft.add_argument("--draws", type=_positive_int, default=1000)
+    ft.add_argument("--draws", type=_draws_per_chain, default=1000)
     ft.add_argument("--warmup", type=_nonnegative_int, default=1000)
     ft.add_argument("--seed", type=_nonnegative_int, default=1)
     ft.add_argument("--adapt-delta", type=_unit_interval, default=None)
@@ -134,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--backend", default="auto", choices=("auto", "cmdstan", "stanli",
                                                            "pystan"))
     dm.add_argument("--chains", type=_positive_int)
-    dm.add_argument("--draws", type=_positive_int)
+    dm.add_argument("--draws", type=_draws_per_chain)
     dm.set_defaults(func=cmd_demo)
     add_vifa_parser(sub, common, models)
     return parser

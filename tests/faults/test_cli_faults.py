@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +144,7 @@ def test_library_options_checked_before_work():
              ({"khat_threshold": float("nan")}, ValueError, "khat_threshold"),
              ({"khat_threshold": 0.0}, ValueError, "khat_threshold"),
              ({"seed": "abc"}, TypeError, "seed must be an integer"),
+             ({"var_name": ["a", "b"]}, TypeError, "var_name must be the name of one"),
              ({"transforms": "ll"}, TypeError, r"transforms=\('ll',\)"),
              ({"mixis_max_mcse": -1}, ValueError, "mixis_max_mcse"),
              ({"refit_kwargs": {"max_seconds": "5"}}, ValueError,
@@ -658,3 +660,20 @@ def test_refits_need_to_know_the_per_observation_entries(tmp_path, capsys, nothi
     assert "obs_dim_vars" not in line
     rc, _, err = _run(capsys, *args, "--obs-vars", "x", "count")
     assert "work started before the mismatch was found" in _one_line(err)
+
+
+def test_fit_inputs_refused_before_any_fit(tmp_path, capsys):
+    """The sweep's cases: a data CSV with a header and no rows leaked numpy's 'input contained
+    no data' warning before the error; `demo --draws 1` ran both fits before failing on the
+    ESS. Both are one-line errors now, and nothing is fitted."""
+    csv = tmp_path / "empty.csv"
+    csv.write_text("a,b\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy warning on the way
+        rc, _, err = _run(capsys, "fit", "--model", "logistic", "--data", str(csv), "--out",
+                          str(tmp_path / "x"), "-q")
+    assert rc == 1 and "holds no rows of numbers" in err and "Traceback" not in err
+    for cmd in (["demo", "--quick"], ["fit", "--model", "logistic", "--data", str(csv)]):
+        rc, _, err = _run(capsys, *cmd, "--draws", "1", "--out", str(tmp_path / "y"), "-q")
+        assert rc == 2 and "--draws" in err and "at least 4" in err
+    assert not (tmp_path / "y").exists()
