@@ -130,5 +130,20 @@ def next_step_for(result, *, cli: bool = False) -> str:
         rec.get("estimator") in PROGRAM_METHODS for rec in getattr(result, "history", []))
     todo = ~np.asarray(result.checked_for_bias)
     n_failed = int(np.sum(todo & (refit_outcomes(result) == "failed")))
-    return next_step(had_program=had, n_unverified=int(np.sum(todo)) - n_failed, cli=cli,
-                     n_failed=n_failed)
+    if not had:
+        return next_step(had_program=False, n_unverified=int(np.sum(todo)) - n_failed,
+                         cli=cli, n_failed=n_failed)
+    # with a program, the refit stage takes only unverified rows: rows accepted on PSIS
+    # k-hat alone (where MixIS verified nothing, e.g. its fit failed its check) are named
+    # apart, not counted towards max_refits
+    n_khat = int(np.sum(np.asarray(result.khat_only)))
+    step = next_step(had_program=True, n_unverified=int(np.sum(todo)) - n_failed - n_khat,
+                     cli=cli, n_failed=n_failed)
+    if not n_khat:
+        return step
+    rows = "1 row rests" if n_khat == 1 else f"{n_khat} rows rest"
+    how = ("check them with refit_loo(rows, program) in Python" if cli else
+           "check them with loo_adapt.stan.refit.refit_loo(rows, program)")
+    khat = (f"{rows} on PSIS k-hat alone, which the refit stage does not take (the notes say "
+            f"why MixIS did not verify them): {how}")
+    return f"{step}; {khat}" if step else khat

@@ -354,6 +354,16 @@ def test_own_mixture_fit_failing_its_check_through_loo(monkeypatch):
         assert "Monte Carlo SEs" in why and "focused MixIS skipped" in why
         assert why.endswith("refit budget: not refitted: max_refits=2")
     assert any(n.startswith("MixIS verified no row") for n in res.notes)
+    # the advice: max_refits counts the unverified rows only; the rows accepted on PSIS
+    # k-hat alone, which the refit stage does not take, are named apart
+    from loo_adapt.advice import next_step_for
+
+    n_left = int(np.sum(~res.reliable))
+    n_khat = int(np.sum(res.khat_only))
+    assert n_left > 0 and n_khat > 0
+    step = next_step_for(res)
+    assert f"refit_kwargs={{'max_refits': {n_left}}}" in step
+    assert f"{n_khat} rows rest on PSIS k-hat alone, which the refit stage does not take" in step
     # the user's own draws that fail the check are still refused, program or not
     with pytest.raises(ValueError, match="do not look like draws"):
         loo_adapt.loo(draws, program=program, mixis_draws=draws, progress=False)
