@@ -71,6 +71,12 @@ def dominated(result):
     return (top, left, int(n_draws)) if left < DOMINATED_DRAWS else None
 
 
+def _from_mixis(result, rows) -> np.ndarray:
+    """Which of ``rows`` ``result`` holds from MixIS (method "mixis" or "mixis+psis")."""
+    method = np.asarray(result.method, dtype=object)[rows]
+    return np.array([str(m).startswith("mixis") for m in method], dtype=bool)
+
+
 @dataclass(frozen=True)
 class FocusedMixIS:
     """A mixture fit over the asked rows' leave-one-out posteriors only (see the module).
@@ -159,8 +165,6 @@ class FocusedMixIS:
     def _again(self, ctx, first, again):
         """``first`` with the rows ``again`` re-estimated by one more fit focused on them
         alone (the rows' reasons say what each fit showed)."""
-        from dataclasses import replace
-
         from loo_adapt.estimators.base import Estimate
 
         second = replace(self, rounds=self.rounds - 1)(ctx, first.rows[again])
@@ -254,8 +258,7 @@ class FocusedEasyMixIS(FocusedMixIS):
         rows = np.asarray(rows, dtype=np.int64)
         if result is None or result.method is None or result.diagnostic is None:
             return rows[:0]
-        method = np.asarray(result.method, dtype=object)[rows]
-        from_mixis = np.array([str(m).startswith("mixis") for m in method], dtype=bool)
+        from_mixis = _from_mixis(result, rows)
         with np.errstate(invalid="ignore"):
             kish = np.asarray(result.diagnostic, dtype=float)[rows] > self.min_kish
         return rows[from_mixis & kish & np.asarray(result.reliable, dtype=bool)[rows]]
@@ -268,9 +271,7 @@ class FocusedEasyMixIS(FocusedMixIS):
         if dom is not None:
             top, left, n_draws = dom
             rows = np.asarray(rows, dtype=np.int64)
-            method = np.asarray(ctx.result.method, dtype=object)[rows]
-            easy = rows[np.array([str(m).startswith("mixis") for m in method], dtype=bool)
-                        & (rows != top)]
+            easy = rows[_from_mixis(ctx.result, rows) & (rows != top)]
             few = f"{left:.0f}" if left >= 0.5 else "less than one"
             note = (f"The full mixture left {few} of its {n_draws} draws to the "
                     f"observations other than {top} (whose leave-one-out posterior holds "
