@@ -230,7 +230,9 @@ def check_program_matches(program, draws, *, var_name: str | None = None, n_chec
         warnings.warn(
             "the approximate draws carry no log density (log_p__), so the program's prior and "
             "model could not be checked against the fit: only its log_lik was", stacklevel=3)
-    terms, term_resid = _log_lik_terms(program, density, U, ll_prog, name)
+    # the full data's log density as the reduced data's is computed (with the Jacobian)
+    lp_full = lp_prog if jacobian else density.log_density(U)
+    terms, term_resid = _log_lik_terms(program, density, U, lp_full, ll_prog, name)
     return IdentityCheck(n_draws=int(rows.size), density=which,
                          max_density_residual=resid_max,
                          max_log_lik_error=float(err.max()) if err.size else 0.0,
@@ -279,18 +281,18 @@ def _score_check(density, draws) -> tuple[float, float]:
     return float(z[j]), bound
 
 
-def _log_lik_terms(program, density, U, ll_prog, name) -> tuple[tuple, float]:
+def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, float]:
     """(observations checked, largest variation) of log p(theta | data) - log p(theta | data
-    without i) - log_lik[i] across the draws ``U``, for `_TERM_ROWS` observations spread
-    over the data; raises `ProgramMismatchError` beyond `_TERM_SLACK` (see the module)."""
+    without i) - log_lik[i] across the draws ``U`` (``lp_full``: the first term there), for
+    `_TERM_ROWS` observations spread over the data; raises `ProgramMismatchError` beyond
+    `_TERM_SLACK` (see the module)."""
     from loo_adapt.stan.backends import _jsonable
     from loo_adapt.stan.log_density import StanLogDensity
 
     n = ll_prog.shape[1]
-    obs = np.unique(np.linspace(0, n - 1, min(_TERM_ROWS, n)).round().astype(int))
     if n < 2:
         return (), float("nan")
-    lp_full = density.log_density(U)
+    obs = np.unique(np.linspace(0, n - 1, min(_TERM_ROWS, n)).round().astype(int))
     checked, worst = [], 0.0
     for i in obs.tolist():
         try:
@@ -324,7 +326,7 @@ def _log_lik_terms(program, density, U, ll_prog, name) -> tuple[tuple, float]:
                 f"| data) - log p(theta | data without it) - log_lik varies by {spread:.3g} "
                 "nats across draws (a constant is allowed). MixIS divides by log_lik while "
                 "refits leave the observation's data out, so they would estimate different "
-                "things: make "
-                "log_lik the model's likelihood term of each observation (a likelihood or "
-                "transformed data that couples observations cannot be left out one by one)")
+                "things: make log_lik the model's likelihood term of each observation (a "
+                "likelihood or transformed data that couples observations cannot be left out "
+                "one by one)")
     return tuple(checked), (worst if checked else float("nan"))
