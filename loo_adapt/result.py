@@ -206,7 +206,7 @@ class PointwiseLoo:
         skipped = rows[~accept]
         for i, why in zip(skipped, np.asarray(estimate.reason)[~accept]):
             if why:
-                new["reason"][i] = f"{new['reason'][i]}; {why}" if new["reason"][i] else why
+                new["reason"][i] = add_reason(new["reason"][i], why)
         if estimate.lpd_i is not None and accept.all() and rows.size == self.n_obs:
             new["lpd_i"][rows] = estimate.lpd_i
         if estimate.mcse_total is not None and accept.all() and rows.size == self.n_obs:
@@ -263,6 +263,19 @@ def _copy(value):
     if isinstance(value, list):
         return list(value)
     return value
+
+
+def add_reason(old: str, why: str) -> str:
+    """A row's reason with ``why`` added after what it already says ("; " between them).
+
+    Examples
+    --------
+    >>> add_reason("MixIS MCSE 0.12 > 0.10", "refit budget: not refitted")
+    'MixIS MCSE 0.12 > 0.10; refit budget: not refitted'
+    >>> add_reason("", "refit failed: NaN")
+    'refit failed: NaN'
+    """
+    return f"{old}; {why}" if old and why else (old or why)
 
 
 def observation_label(rows, var_name: str = "log_lik", limit: int | None = 10) -> str:

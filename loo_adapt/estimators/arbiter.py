@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loo_adapt.estimators.base import Estimate
+from loo_adapt.result import add_reason
 
 __all__ = ["RefitArbiter"]
 
@@ -178,7 +179,6 @@ class RefitArbiter:
         rows = np.asarray(rows, dtype=np.int64)
         old = np.asarray(res.reason, dtype=object)[rows]
         new = np.broadcast_to(np.asarray(reason, dtype=object), rows.shape)
-        why = np.array([f"{o}; {r}" if o and r else (o or r) for o, r in zip(old, new)],
-                       dtype=object)
+        why = np.array([add_reason(o, r) for o, r in zip(old, new)], dtype=object)
         return Estimate.of_result(self.name, res, rows, reliable=False, verified_by="",
                                   reason=why, notes=notes)

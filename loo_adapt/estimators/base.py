@@ -519,6 +519,8 @@ def _mark_disagreeing(result, rows, rhat):
     mixture draws keep theirs."""
     import dataclasses
 
+    from loo_adapt.result import add_reason
+
     reliable, verified, reason = (result.reliable.copy(), result.verified_by.copy(),
                                   result.reason.copy())
     for i in rows:
@@ -531,7 +533,7 @@ def _mark_disagreeing(result, rows, rhat):
         reliable[i] = False
         verified[i] = ""
         if "chains disagree" not in str(reason[i]):  # last: the reason that decides
-            reason[i] = (f"{reason[i]}; " if reason[i] else "") + why
+            reason[i] = add_reason(reason[i], why)
     return dataclasses.replace(result, reliable=reliable, verified_by=verified, reason=reason)
 
 

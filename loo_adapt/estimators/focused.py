@@ -166,6 +166,7 @@ class FocusedMixIS:
         """``first`` with the rows ``again`` re-estimated by one more fit focused on them
         alone (the rows' reasons say what each fit showed)."""
         from loo_adapt.estimators.base import Estimate
+        from loo_adapt.result import add_reason
 
         second = replace(self, rounds=self.rounds - 1)(ctx, first.rows[again])
         j = np.flatnonzero(again)
@@ -174,7 +175,8 @@ class FocusedMixIS:
         merged = {name: getattr(first, name).copy() for name in replaced + ("reason",)}
         records = list(first.row_draws)
         if second.row_draws is None:  # skipped: the first fit's estimates stand
-            merged["reason"][j] = [f"{r}; {s}" for r, s in zip(first.reason[j], second.reason)]
+            merged["reason"][j] = [add_reason(r, s) for r, s in zip(first.reason[j],
+                                                                    second.reason)]
         else:
             for name in replaced:
                 merged[name][j] = getattr(second, name)

@@ -618,6 +618,7 @@ class MixIS:
         called on its own) the rows come back with no estimate, like the focused stage's
         skipped rows."""
         from loo_adapt.estimators.base import Estimate
+        from loo_adapt.result import add_reason
 
         reason = f"{OWN_FIT_FAILED} ({why})"
         note = (f"MixIS verified no row: the package's mixture fit failed its check ({why}). "
@@ -630,6 +631,6 @@ class MixIS:
                                  reason=reason, notes=(note,))
         ok = np.asarray(res.reliable, dtype=bool)[rows]
         old = np.asarray(res.reason, dtype=object)[rows]
-        new = np.array(["" if good else f"{o}; {reason}" if o else reason
-                        for good, o in zip(ok, old)], dtype=object)
+        new = np.array(["" if good else add_reason(o, reason) for good, o in zip(ok, old)],
+                       dtype=object)
         return Estimate.of_result(self.name, res, rows, reason=new, notes=(note,))
