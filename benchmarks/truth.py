@@ -82,6 +82,7 @@ from truth_suite import (  # noqa: E402
     CACHE,
     benchmark_names,
     calibration_z,
+    fit_mixture_of,
     load_benchmark,
     mixture_fit,
     total_mc,
@@ -256,8 +257,7 @@ def _mixture_seconds(bench, seed, mixture):
         # mixture fit of a loo() call does (`StanLogDensity.unconstrain` keeps its last
         # result for the later focused fits)
         prog.log_density()._last_unconstrained = None
-        return bench.program.fit_mixture(bench.draws if bench.draws.method == "mcmc" else None,
-                                         seed=seed)
+        return fit_mixture_of(bench, seed)
 
     sec, again = _median_seconds(fit)
     same = np.array_equal(again.log_lik(), mixture[0].log_lik())

@@ -172,6 +172,14 @@ def benchmark_names(half: str, benchmarks=None) -> list[str]:
     return [n for n in names if n not in pending]
 
 
+def fit_mixture_of(bench: Benchmark, seed: int, draws: int | None = None):
+    """The benchmark's mixture-posterior fit with ``seed`` (warm-started from its posterior
+    fit when that is MCMC), not cached; ``draws`` per chain other than the default."""
+    kw = {} if draws is None else {"draws": draws}
+    return bench.program.fit_mixture(bench.draws if bench.draws.method == "mcmc" else None,
+                                     seed=seed, **kw)
+
+
 def mixture_fit(bench: Benchmark, seed: int, draws: int | None = None):
     """The mixture-posterior fit of a benchmark (warm-started from its posterior fit when
     that is MCMC) and the seconds it took, cached under `benchmarks/cache/` per benchmark
@@ -185,9 +193,7 @@ def mixture_fit(bench: Benchmark, seed: int, draws: int | None = None):
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     t0 = time.perf_counter()
-    kw = {} if draws is None else {"draws": draws}
-    mix = bench.program.fit_mixture(bench.draws if bench.draws.method == "mcmc" else None,
-                                    seed=seed, **kw)
+    mix = fit_mixture_of(bench, seed, draws)
     out = (mix, time.perf_counter() - t0)
     cache.write_bytes(pickle.dumps(out))
     return out
