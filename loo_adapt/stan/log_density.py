@@ -100,7 +100,8 @@ class StanLogDensity:
         selection of draws (``rows``: the identity check's few), are not kept."""
         theta = np.ascontiguousarray(self.constrained_matrix(draws, rows))
         whole = rows is None  # a few draws (the identity check's) neither use nor evict it
-        key = (theta.shape, hashlib.blake2b(theta.tobytes(), digest_size=32).digest())
+        key = (theta.shape, hashlib.blake2b(theta.tobytes(), digest_size=32).digest()
+               ) if whole else None
         last = getattr(self, "_last_unconstrained", None)
         if whole and last is not None and last[0] == key:
             return last[1].copy()
