@@ -1,8 +1,9 @@
-"""Effective sample sizes: the one home of both flavours.
+"""Effective sample sizes: R loo's r_eff and the direct-lag kernel both flavours run.
 
 * ``relative_eff`` / ``ess_rfun``: R ``loo``'s ESS for ``r_eff`` (unsplit chains, below).
-* ``ess_mean``: Stan's / arviz's ESS of a mean with split chains (``method="mean"``), used
-  for Monte Carlo standard errors (MixIS).
+* Stan's / arviz's ESS of a mean with split chains (``method="mean"``, for Monte Carlo
+  standard errors), bulk ESS and rank R-hat of one quantity: `loo_adapt.core.ess_split`,
+  which runs this module's direct kernel with the plain biased autocovariance.
 
 The R loo flavour:
 
@@ -50,8 +51,7 @@ from loo_adapt.core._rhat_kernel import (
 )
 from loo_adapt.core._vmath import exp_clamped, vsum
 
-__all__ = ["ess_bulk", "ess_mean", "ess_rfun", "fft_next_good_size", "relative_eff",
-           "rhat_rank"]
+__all__ = ["ess_rfun", "fft_next_good_size", "relative_eff"]
 
 _BLOCK = 256  # observations per FFT block, bounds the memory of the padded transform
 
@@ -557,150 +557,3 @@ def relative_eff(x, chain_id=None, log: bool = False) -> np.ndarray:
     if not np.all(np.isfinite(a)):
         raise ValueError("x contains non-finite values (pass log values with log=True)")
     return _ess_columns(a) / (a.shape[0] * a.shape[1])
-
-
-# ---- ESS of a mean with split chains (Stan / arviz method="mean"), for MCSEs ---------------
-def _autocov_split(x):
-    """Autocovariance along the last axis (biased, as Stan), by FFT."""
-    n = x.shape[-1]
-    m = 1 << (2 * n - 1).bit_length()
-    xc = x - x.mean(axis=-1, keepdims=True)
-    f = np.fft.rfft(xc, n=m, axis=-1)
-    acov = np.fft.irfft(f * np.conjugate(f), n=m, axis=-1)[..., :n]
-    return acov / n
-
-
-def _geyer_tau(rho, total):
-    """Integrated autocorrelation time from autocorrelations ``rho`` (Stan's estimator).
-
-    Geyer's initial positive sequence (pairs rho_{2t} + rho_{2t+1} summed while positive),
-    made monotone, with the truncation of Stan's ``ess`` (one trailing even lag is kept).
-    """
-    n = len(rho)
-    r = np.zeros(n)
-    r[0] = 1.0
-    even, odd = 1.0, rho[1]
-    r[1] = odd
-    t = 1
-    while t < n - 3 and even + odd > 0.0:
-        even, odd = rho[t + 1], rho[t + 2]
-        if even + odd >= 0:
-            r[t + 1], r[t + 2] = even, odd
-        t += 2
-    max_t = t - 2
-    if even > 0:
-        r[max_t + 1] = even
-    t = 1
-    while t <= max_t - 2:
-        if r[t + 1] + r[t + 2] > r[t - 1] + r[t]:
-            r[t + 1] = r[t + 2] = (r[t - 1] + r[t]) / 2.0
-        t += 2
-    tau = -1.0 + 2.0 * r[: max_t + 1].sum() + r[max_t + 1 : max_t + 2].sum()
-    return max(tau, 1.0 / np.log10(total))
-
-
-def ess_mean(x):
-    """Effective sample size of the mean (Stan / arviz ``method="mean"``, split chains).
-
-    Parameters
-    ----------
-    x : (chains, draws) or (chains, draws, k) array; ESS per trailing column.
-
-    Returns
-    -------
-    float or (k,) array. Geyer's initial positive and monotone sequence estimator on
-    split chains, without rank normalisation.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    squeeze = x.ndim == 2
-    if squeeze:
-        x = x[:, :, None]
-    if x.ndim != 3:
-        raise ValueError(f"x must be (chains, draws) or (chains, draws, k), got {x.shape}")
-    chains, draws, _ = x.shape
-    half = draws // 2
-    if half < 2:
-        raise ValueError("ess_mean needs at least 4 draws per chain")
-    # split each chain in two halves, dropping the middle draw when draws is odd
-    x = np.concatenate([x[:, :half], x[:, draws - half:]], axis=0)
-    x = np.moveaxis(x, -1, 0)  # (k, m, n)
-    m, n = x.shape[1], x.shape[2]
-    acov = _autocov_split(x)
-    chain_mean = x.mean(axis=2)
-    chain_var = acov[:, :, 0] * n / (n - 1.0)
-    mean_var = chain_var.mean(axis=1)
-    var_plus = mean_var * (n - 1.0) / n
-    if m > 1:
-        var_plus = var_plus + chain_mean.var(axis=1, ddof=1)
-    out = np.empty(x.shape[0])
-    for k in range(x.shape[0]):
-        if np.ptp(x[k]) < np.finfo(float).resolution or var_plus[k] <= 0:
-            # a constant quantity has no Monte Carlo error: its ESS is the number of draws
-            out[k] = m * n
-            continue
-        rho = 1.0 - (mean_var[k] - acov[k].mean(axis=0)) / var_plus[k]
-        out[k] = m * n / _geyer_tau(rho, m * n)
-    return float(out[0]) if squeeze else out
-
-
-# ---- convergence of a scalar quantity: rank-normalised split R-hat and bulk ESS ------------
-def _rank_normal(x: np.ndarray) -> np.ndarray:
-    from scipy import stats  # here, not at import: the PSIS path never needs it
-
-    ranks = stats.rankdata(x, method="average").reshape(x.shape)
-    return stats.norm.ppf((ranks - 0.375) / (x.size + 0.25))
-
-
-def _split_rhat(x: np.ndarray) -> float:
-    half = x.shape[1] // 2
-    split = np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
-    n = split.shape[1]
-    within = np.mean(np.var(split, axis=1, ddof=1))
-    between = n * np.var(np.mean(split, axis=1), ddof=1)
-    return float(np.sqrt(((n - 1) / n * within + between / n) / within))
-
-
-def rhat_rank(x) -> float:
-    """Rank-normalised split R-hat (max of bulk and folded), as arviz ``rhat(method="rank")``.
-
-    Parameters
-    ----------
-    x : (chains, draws) array.
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> x = np.random.default_rng(0).normal(size=(4, 500))
-    >>> bool(rhat_rank(x) < 1.01)
-    True
-    """
-    x = np.asarray(x, dtype=np.float64)
-    bulk = _split_rhat(_rank_normal(x))
-    tail = _split_rhat(_rank_normal(np.abs(x - np.median(x))))
-    return max(bulk, tail)
-
-
-def ess_bulk(x) -> float:
-    """Bulk effective sample size (rank-normalised split chains), as arviz ``ess(method="bulk")``.
-
-    Parameters
-    ----------
-    x : (chains, draws) array of one scalar quantity.
-
-    Returns
-    -------
-    float
-        The bulk ESS; about ``chains * draws`` for independent draws, less for
-        autocorrelated chains.
-
-    Examples
-    --------
-    >>> iid = np.random.default_rng(0).normal(size=(4, 500))
-    >>> bool(1500 < ess_bulk(iid) < 2500)
-    True
-    """
-    x = np.asarray(x, dtype=np.float64)
-    return float(ess_mean(_rank_normal(x)))

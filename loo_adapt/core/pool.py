@@ -101,7 +101,7 @@ def is_mcse_of_sum(log_weights, weights, chains: int = 1) -> float:
     >>> is_mcse_of_sum(lw, np.ones(3))
     0.0
     """
-    from loo_adapt.core.ess import ess_mean
+    from loo_adapt.core.ess_split import ess_mean
 
     lw = np.asarray(log_weights, dtype=np.float64)
     c = np.asarray(weights, dtype=np.float64).reshape(-1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loo_adapt.core.ess import ess_mean
+from loo_adapt.core.ess_split import ess_mean
 from loo_adapt.core.lse import logsumexp
 
 __all__ = ["influence_ess", "skew_inflation", "snis_influence"]
@@ -93,7 +93,7 @@ def influence_ess(influence, chains: int) -> np.ndarray:
 
     Returns
     -------
-    (n,) Stan's ESS of a mean (`loo_adapt.core.ess.ess_mean`, split chains) where the chains
+    (n,) Stan's ESS of a mean (`loo_adapt.core.ess_split.ess_mean`, split chains) where the chains
     are long enough to tell (at least 4 draws each, and 8 with one chain); S elsewhere and
     for a constant column.
     """

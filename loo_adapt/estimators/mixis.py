@@ -38,7 +38,7 @@ import numpy as np
 from loo_adapt.core._names import add_deprecated_aliases
 from loo_adapt.core.bernoulli import bernoulli_log_p1
 from loo_adapt.core.checks import as_log_lik_array
-from loo_adapt.core.ess import ess_mean
+from loo_adapt.core.ess_split import ess_mean
 from loo_adapt.core.fmt import comparison
 from loo_adapt.core.lse import logsumexp
 from loo_adapt.core.skew import influence_ess, skew_inflation, snis_influence

@@ -22,7 +22,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from loo_adapt.core.checks import as_log_lik_array
-from loo_adapt.core.ess import ess_bulk, relative_eff, rhat_rank
+from loo_adapt.core.ess import relative_eff
+from loo_adapt.core.ess_split import ess_bulk, rhat_rank
 from loo_adapt.core.skew import skew_inflation
 
 __all__ = ["heldout_elpd", "convergence_check"]

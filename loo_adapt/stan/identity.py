@@ -245,7 +245,7 @@ def _score_check(density, draws) -> tuple[float, float]:
     chains; raises `ProgramMismatchError` beyond the bound (see the module)."""
     from scipy.stats import norm
 
-    from loo_adapt.core.ess import ess_mean
+    from loo_adapt.core.ess_split import ess_mean
 
     rows = _spread_rows(draws.n_chains, draws.n_draws, _SCORE_DRAWS)
     per_chain = rows.size // draws.n_chains

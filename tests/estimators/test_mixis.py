@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
-from loo_adapt.core.ess import ess_mean
+from loo_adapt.core.ess_split import ess_mean
 from loo_adapt.core.skew import skew_inflation
 from loo_adapt.estimators.mixis import (
     bernoulli_log_p1,

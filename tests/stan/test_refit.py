@@ -13,7 +13,7 @@ from scipy import stats
 
 import loo_adapt.stan.heldout as heldout_mod
 import loo_adapt.stan.refit as refit_mod
-from loo_adapt.core.ess import ess_bulk, rhat_rank
+from loo_adapt.core.ess_split import ess_bulk, rhat_rank
 from loo_adapt.result import PointwiseLoo
 from loo_adapt.stan.program import StanProgram
 from loo_adapt.stan.refit import RefitResult, heldout_elpd, refit_loo
