@@ -37,7 +37,12 @@ def logsumexp(a, axis=None, keepdims: bool = False):
     mx = np.max(a, axis=axis, keepdims=True)
     shift = np.where(np.isfinite(mx), mx, 0.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = np.log(np.sum(np.exp(a - shift), axis=axis, keepdims=True)) + shift
+        e = np.subtract(a, shift)
+        if isinstance(e, np.ndarray) and e.ndim:
+            np.exp(e, out=e)  # in place: a second (S, n) temporary costs more than the exp
+        else:
+            e = np.exp(e)
+        out = np.log(np.sum(e, axis=axis, keepdims=True)) + shift
     if not keepdims:
         out = np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
     return out[()] if out.ndim == 0 else out

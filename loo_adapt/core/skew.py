@@ -54,8 +54,10 @@ def skew_inflation(influence, ess) -> np.ndarray:
     """
     z = np.asarray(influence, dtype=np.float64)
     z = z - z.mean(axis=0)
-    m2 = np.mean(z**2, axis=0)
-    m3 = np.mean(z**3, axis=0)
+    z2 = z * z  # products, not z**3: numpy's float power is ten times slower
+    m2 = np.mean(z2, axis=0)
+    z2 *= z
+    m3 = np.mean(z2, axis=0)
     flat = ~(m2 > 0)
     gamma = np.where(flat, 0.0, m3 / np.where(flat, 1.0, m2) ** 1.5)
     return 1.0 + np.abs(gamma) / (2.0 * np.sqrt(np.asarray(ess, dtype=np.float64)))
@@ -76,10 +78,16 @@ def snis_influence(log_weights, log_lik) -> np.ndarray:
     """
     lw = np.asarray(log_weights, dtype=np.float64)
     S = lw.shape[0]
-    num = lw + np.asarray(log_lik, dtype=np.float64)
-    a = np.exp(num - logsumexp(num, axis=0) + np.log(S))
-    b = np.exp(lw - logsumexp(lw, axis=0) + np.log(S))
-    return a - b
+    a = lw + np.asarray(log_lik, dtype=np.float64)
+    # in place: each (S, n) temporary costs about as much as an exp over it
+    a -= logsumexp(a, axis=0)
+    a += np.log(S)
+    np.exp(a, out=a)
+    b = lw - logsumexp(lw, axis=0)
+    b += np.log(S)
+    np.exp(b, out=b)
+    a -= b
+    return a
 
 
 def influence_ess(influence, chains: int) -> np.ndarray:

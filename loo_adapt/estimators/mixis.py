@@ -204,12 +204,12 @@ def mixis_loo(log_lik, mcse: str = "skew"):
     # lpd_i = log E_post[l_i]: the posterior is the mixture reweighted by exp(-lse)
     lpd = logsumexp(flat_neg_lse[:, None] + flat_ll, axis=0) - log_num
     log_w = flat_lr - log_den  # normalised per observation
-    ess_kish = 1.0 / np.exp(logsumexp(2.0 * log_w, axis=0))
 
     # delta method for log(mean a) - log(mean b_i): influence a_s/abar - b_is/bbar_i
     # (both ratios computed in log space; each is <= S)
     a_rel = np.exp(flat_neg_lse - log_num + np.log(S))  # a_s / abar
-    b_rel = np.exp(flat_lr - log_den + np.log(S))  # b_is / bbar_i
+    b_rel = np.exp(log_w + np.log(S))  # b_is / bbar_i = S w_is
+    ess_kish = S * S / np.einsum("si,si->i", b_rel, b_rel)  # 1 / sum_s w_is^2
     z = a_rel[:, None] - b_rel
     var_z = z.var(axis=0, ddof=1)
     ess_z = influence_ess(z, chains)
