@@ -114,6 +114,7 @@ class FocusedMixIS:
             MIN_DRAWS,
             MIN_ESS,
             bernoulli_log_p1,
+            divergence_note,
             mixis_loo,
             mixis_loo_prob,
             mixture_draws_check,
@@ -153,10 +154,11 @@ class FocusedMixIS:
                 f"focused MixIS draws too few: ({est.n_samples} draws, ESS {s:.0f}; "
                 f"need {MIN_DRAWS} and {MIN_ESS:.0f})")
             for good, m, e, s in zip(ok, est.mcse_elpd_i, enough, est.ess_mcse)], dtype=object)
+        div = divergence_note(fit, f"The mixture fit focused on {rows.size} rows")
         out = Estimate.make(
             self.name, rows, est.elpd_i, est.mcse_elpd_i, ok, diagnostic=est.ess,
             method="mixis", loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
-            reason=reason, row_draws=records)
+            reason=reason, row_draws=records, notes=(div,) if div else ())
         again = ~ok & enough
         if self.rounds > 1 and 0 < again.sum() < rows.size:
             out = self._again(ctx, out, again)
@@ -187,7 +189,8 @@ class FocusedMixIS:
         return Estimate.make(
             self.name, first.rows, merged["elpd_i"], merged["mcse_elpd_i"], merged["reliable"],
             diagnostic=merged["diagnostic"], method="mixis", loo_prob=merged["loo_prob"],
-            verified_by=merged["verified_by"], reason=merged["reason"], row_draws=records)
+            verified_by=merged["verified_by"], reason=merged["reason"], row_draws=records,
+            notes=tuple(first.notes) + tuple(n for n in second.notes if n not in first.notes))
 
     def _fit(self, ctx, rows, n):
         """(draws of the focused mixture, "") or (None, why it cannot be fitted); the fit

@@ -303,6 +303,32 @@ def mixis_loo_prob(log_lik, log_p1):
     return np.exp(np.minimum(out, 0.0))
 
 
+def divergence_note(draws, what: str) -> str:
+    """A note when mixture draws carry divergent transitions ("" when they carry none or
+    no ``divergent__``).
+
+    A divergent transition marks a region the sampler could not follow (a horseshoe's
+    funnel): the draws may miss part of the mixture posterior, and no MCSE computed from
+    them can show it.  The truth suite's own mixture fits have a few (at most 12 of 16,000
+    draws, `benchmarks/results/truth_report_issue21.txt`) with estimates that match the
+    brute-force truth, so the rows stay verified by their MCSE; the note says how many, and
+    how to rule them out (a higher ``adapt_delta``, which every fit of the program takes
+    from ``StanProgram(..., fit_kwargs=...)``).
+    """
+    stats = getattr(draws, "sample_stats", None) or {}
+    div = stats.get("divergent__")
+    if div is None:
+        return ""
+    k = int(np.count_nonzero(np.asarray(div, dtype=float) > 0))
+    if k == 0:
+        return ""
+    n = int(np.asarray(div).size)
+    return (f"{what} had {k} divergent transition{'s' if k > 1 else ''} in {n} draws: its "
+            "draws may miss part of the mixture posterior, which no MCSE shows (a higher "
+            "adapt_delta in StanProgram(..., fit_kwargs={'adapt_delta': ...}) rules that "
+            "out)")
+
+
 #: fewest mixture draws, and fewest effective draws per observation, behind a reported MCSE
 MIN_DRAWS = 200
 MIN_ESS = 100.0
@@ -556,7 +582,8 @@ class MixIS:
         psis_var = extra_var = 0.0
         far = np.zeros(rows.size, dtype=bool)
         far_why = np.full(rows.size, "", dtype=object)
-        notes = ()
+        div = divergence_note(mix_draws, "The mixture fit")
+        notes = (div,) if div else ()
         if self.pool_khat is not None:
             base = ctx.base
             k = base.pareto_k[rows]
@@ -564,7 +591,7 @@ class MixIS:
                     & np.isfinite(base.mcse_elpd_i[rows]) & ~_chains_disagree(ctx, rows))
             psis_se = _psis_mcse(ctx, rows, pool, self.mcse)
             agree, extra_var, far, far_why, note = _agree(ctx, est, rows, pool, psis_se)
-            notes = (note,) if note else ()
+            notes += (note,) if note else ()
             pool &= agree
             j = np.flatnonzero(pool)
             r = rows[j]

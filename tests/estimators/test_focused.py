@@ -476,3 +476,30 @@ def test_a_dominated_mixture_gets_a_focused_fit_over_the_other_rows(tmp_path):
         z.extend((est.elpd_i - truth[1:]) / est.mcse_elpd_i)
     rms = float(np.sqrt(np.mean(np.square(z))))
     assert 0.8 <= rms <= 1.25, rms
+
+
+def test_divergent_focused_fits_are_noted_through_the_second_round(tmp_path):
+    """Each focused fit's divergent transitions are named in the estimate's notes, the
+    second round's beside the first's (the rounds of `test_rows_left_above_the_bar_...`)."""
+    y, post_mean, truth = _problem()
+    rng = np.random.default_rng(2)
+    rows = np.argsort(np.abs(y))[:30]
+    theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, y.size))
+    posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
+
+    class Divergent(_ExactProgram):
+        def fit_mixture(self, posterior, *, rows, seed, chains, draws):
+            fit = super().fit_mixture(posterior, rows=rows, seed=seed, chains=chains,
+                                      draws=draws)
+            div = np.zeros((fit.n_chains, fit.n_samples // fit.n_chains))
+            div[0, :len(self.asked)] = 1.0  # 1 in the first fit, 2 in the second
+            fit.sample_stats["divergent__"] = div
+            return fit
+
+    prog = Divergent(y, post_mean, truth, tmp_path, seed=100)
+    est = FocusedMixIS(max_mcse=0.07)(_ctx(posterior, prog, seed=0), rows)
+    assert len(prog.asked) == 2
+    notes = [n for n in est.notes if "divergent" in n]
+    assert len(notes) == 2
+    assert "focused on 30 rows had 1 divergent transition in 4000 draws" in notes[0]
+    assert f"focused on {len(prog.asked[1])} rows had 2 divergent transitions" in notes[1]

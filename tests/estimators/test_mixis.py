@@ -298,3 +298,32 @@ def test_snis_influence_is_the_jackknife_derivative():
         keep = np.arange(S) != s
         loo = logsumexp(lw[keep] + ll[keep], axis=0) - logsumexp(lw[keep], axis=0)
         np.testing.assert_allclose((full - loo) * (S - 1), infl[s], rtol=0.05, atol=2e-3)
+
+
+def test_divergent_mixture_draws_get_a_note_and_clean_ones_none():
+    """Divergent transitions in the mixture draws are named in the result's notes (count and
+    remedy); draws without any, or without the column, add no note."""
+    import warnings
+
+    from loo_adapt import loo
+    from loo_adapt.io.arrays import read_dict
+
+    rng = np.random.default_rng(8)
+    post = _log_lik(rng.normal(*_posterior(Y)[:1], np.sqrt(_posterior(Y)[1]), 4000), Y)
+    mix = _log_lik(_exact_mixture_draws(Y, 4000, rng), Y)
+    div = np.zeros((4, 1000))
+    div[1, [5, 700]] = 1.0
+    notes = {}
+    for label, extra in (("two", {"divergent__": div}), ("none", {"divergent__": 0 * div}),
+                         ("absent", None)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = loo(read_dict({"log_lik": post.reshape(4, 1000, -1)}, method="mcmc"),
+                      estimator="mixis", mixis_draws=read_dict(
+                          {"log_lik": mix.reshape(4, 1000, -1)}, method="mcmc",
+                          sample_stats=extra)).loo_adapt
+        notes[label] = [n for n in res.notes if "divergent" in n]
+    assert len(notes["two"]) == 1
+    assert "2 divergent transitions in 4000 draws" in notes["two"][0]
+    assert "adapt_delta" in notes["two"][0]
+    assert notes["none"] == notes["absent"] == []
