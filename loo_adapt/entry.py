@@ -98,8 +98,8 @@ def _fit_mixture(program, draws: Draws, seed: int) -> Draws:
 
 
 def focused_sampler(program, draws: Draws, seed: int | None, progress: bool):
-    """(rows, chains=, draws=) -> (draws of the mixture of those rows' LOO posteriors, "") or
-    (None, why not): a second, warm-started fit of the program's mixis flag with
+    """(rows, chains=, draws=, max_treedepth=) -> (draws of the mixture of those rows' LOO
+    posteriors, "") or (None, why not): a second, warm-started fit of the program's mixis flag with
     ``mixis_rows`` (`loo_adapt.estimators.focused`)."""
     if program is None:
         return None
@@ -107,7 +107,7 @@ def focused_sampler(program, draws: Draws, seed: int | None, progress: bool):
 
     seed = (1 if seed is None else int(seed)) + FOCUS_SEED_OFFSET
 
-    def fit(rows, *, chains=None, draws=None):
+    def fit(rows, *, chains=None, draws=None, max_treedepth=None):
         from loo_adapt.progress import stage_progress
         from loo_adapt.stan.mixis_program import MixisProgramError, declares_mixis_rows
 
@@ -119,7 +119,8 @@ def focused_sampler(program, draws: Draws, seed: int | None, progress: bool):
             return None, (f"{flagged.stan_file.name} declares only the mixis flag, not "
                           "mixis_n_rows / mixis_rows, so its mixture cannot be focused on "
                           "these rows")
-        kw = {k: v for k, v in (("chains", chains), ("draws", draws)) if v is not None}
+        kw = {k: v for k, v in (("chains", chains), ("draws", draws),
+                                ("max_treedepth", max_treedepth)) if v is not None}
         try:
             with stage_progress(f"MixIS: a mixture fit focused on {len(rows)} rows",
                                 enabled=progress):

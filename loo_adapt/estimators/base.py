@@ -334,8 +334,9 @@ class Context:
         else why it could not be; None: nothing to check.
     refit_runner : ``refit_loo(rows, program, **options)`` (`loo_adapt.stan.refit`), the
         refit machinery, or None.
-    focused_mixture_fn : (rows, chains=, draws=) -> (draws of the mixture focused on those
-        rows, "") or (None, why it cannot be fitted); None without a program.
+    focused_mixture_fn : (rows, chains=, draws=, max_treedepth=) -> (draws of the mixture
+        focused on those rows, "") or (None, why it cannot be fitted); None without a
+        program.
     y : binary outcomes (LOO probabilities), or None.
     khat_threshold : Pareto k-hat threshold (None: min(1 - 1/log10 S, 0.7)).
     seed : seeds every random choice of the estimators.

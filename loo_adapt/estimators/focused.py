@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 __all__ = ["FocusedEasyMixIS", "FocusedMixIS", "FOCUS_SEED_OFFSET", "EASY_FOCUS_SHARE",
-           "DOMINATED_DRAWS", "dominated"]
+           "DOMINATED_DRAWS", "dominated", "posterior_tree_depth"]
 
 #: seed of the focused fit: the first mixture fit's seed plus this
 FOCUS_SEED_OFFSET = 7919
@@ -50,6 +50,35 @@ EASY_FOCUS_SHARE = 0.1
 #: draws are left (logistic_n300; `benchmarks/results/dominated_mixture.txt`), so the rule
 #: changes none of them.
 DOMINATED_DRAWS = 1000.0
+
+
+def posterior_tree_depth(draws) -> int | None:
+    """The tree depth the fastest chain of a NUTS posterior fit typically needed: per chain
+    the median of ``treedepth__`` (or of ``log2(n_leapfrog__ + 1)``, rounded), the smallest
+    over the chains; None when the draws carry neither (not NUTS, or no sampler columns).
+
+    The easy-row focus (`FocusedEasyMixIS`) caps its fit's tree depth there.  Its mixture
+    stays close to the posterior, but each chain adapts its step size in 100 warm-up
+    iterations, and a chain whose step came out small doubles its trajectory once or twice
+    more (255 or 1023 leapfrog steps where the posterior's fastest chain took 127 or 255:
+    the cost of a NUTS draw goes in powers of two).  A trajectory cut at the cap is still a
+    valid MCMC transition, only a shorter one, whose autocorrelation the MCSE's ESS sees.
+    On rhs_wide_099 (in neither half, where the rule was chosen; cap 8, seeds 1-3) the
+    4 x 4000 fit took 44 / 44 / 45 s against 127 / 66 / 129 s (the posterior fit: 42 s),
+    with the easy rows' rms z 1.22 / 0.99 / 1.12 against 0.99 / 1.04 / 1.00
+    (`benchmarks/focused_tree_depth.py`).
+    """
+    stats = getattr(draws, "sample_stats", None) or {}
+    depth = stats.get("treedepth__")
+    if depth is None:
+        leap = stats.get("n_leapfrog__")
+        if leap is None:
+            return None
+        depth = np.rint(np.log2(np.asarray(leap, dtype=float) + 1.0))
+    depth = np.asarray(depth, dtype=float)
+    if depth.ndim != 2 or depth.size == 0 or not np.all(np.isfinite(depth)):
+        return None
+    return max(1, int(np.min(np.median(depth, axis=1))))
 
 
 def dominated(result):
@@ -93,6 +122,10 @@ class FocusedMixIS:
         its estimates replace the earlier fit's for those rows.  Each fit costs about half
         a posterior fit, a refit of a horseshoe row several: on rhs_wide the rows a first
         focused fit left at MCSE 0.10-0.13 went on to refits worth 15-20 posterior fits.
+    cap_tree_depth : cap the fit's NUTS tree depth at `posterior_tree_depth` of MCMC
+        posterior draws (False here: the rows above the bar have leave-one-out posteriors
+        far from the posterior, whose trajectories may need the length; `FocusedEasyMixIS`
+        caps).
     """
 
     max_mcse: float = 0.1
@@ -101,6 +134,7 @@ class FocusedMixIS:
     draws: int = 1000
     name: str = "mixis_focused"
     rounds: int = 2
+    cap_tree_depth: bool = False
 
     def _skip(self, rows, why):
         from loo_adapt.estimators.base import Estimate
@@ -200,7 +234,12 @@ class FocusedMixIS:
         if rows.size >= n:
             return None, ("every row missed the bar: a fit focused on all of them is the "
                           "mixture fit again")
-        return ctx.focused_mixture_fn(rows, chains=self.chains, draws=self.draws)
+        kw = {}
+        if self.cap_tree_depth and not ctx.draws.is_approximate:
+            depth = posterior_tree_depth(ctx.draws)
+            if depth is not None:
+                kw["max_treedepth"] = depth
+        return ctx.focused_mixture_fn(rows, chains=self.chains, draws=self.draws, **kw)
 
 
 @dataclass(frozen=True)
@@ -215,9 +254,10 @@ class FocusedEasyMixIS(FocusedMixIS):
     optimistic together while their MCSEs said they were fine (rms z 2.2-2.5,
     `benchmarks/results/focus_easy_rows.txt`); a mixture over those rows alone, with 4 x
     4000 draws, brought them to rms z 1.0-1.2 on the held-out rhs_microarray_next.  It costs
-    one more fit with four times the draws (about two posterior fits), so by default it runs
-    only where almost no row has a plain-PSIS k-hat below 1/2 (`EASY_FOCUS_SHARE`): there
-    the full mixture's easy rows erred; elsewhere they did not.
+    one more fit with four times the draws (about two posterior fits before its tree depth
+    was capped at `posterior_tree_depth`, about one after), so by default it runs only where
+    almost no row has a plain-PSIS k-hat below 1/2 (`EASY_FOCUS_SHARE`): there the full
+    mixture's easy rows erred; elsewhere they did not.
 
     Asked about every row, it takes those the result so far holds from MixIS (method
     "mixis" or "mixis+psis"), shown reliable, with a Kish ESS (the ``diagnostic``) above
@@ -239,6 +279,7 @@ class FocusedEasyMixIS(FocusedMixIS):
     max_low_khat_share: float | None = None
     name: str = "mixis_focused_easy"
     rounds: int = 1  # rows it leaves above the bar go on to `FocusedMixIS`'s own fits
+    cap_tree_depth: bool = True  # at `posterior_tree_depth`: the mixture is near the posterior
 
     def needed(self, ctx) -> tuple[bool, str]:
         """(whether to focus, why not): with ``max_low_khat_share``, only when fewer than

@@ -492,6 +492,7 @@ def fit_mixture(
     seed: int = 1,
     rows=None,
     parallel_chains: int | None = None,
+    max_treedepth: int | None = None,
 ) -> Draws:
     """Draws of the mixture-IS proposal, warm-started from a posterior fit when one is given.
 
@@ -517,6 +518,11 @@ def fit_mixture(
     parallel_chains : int or None
         Chains sampled at once (None: every chain, up to the cores), as the posterior fit and
         the refits (`loo_adapt.stan.backends.fit`).
+    max_treedepth : int or None
+        NUTS's largest tree depth for the warm-started fit, at most the program's
+        (``fit_kwargs["max_treedepth"]``, else 10); None: the program's.  A capped trajectory
+        is still a valid MCMC transition, only a shorter one
+        (`loo_adapt.estimators.focused.posterior_tree_depth`).
 
     Returns
     -------
@@ -553,11 +559,15 @@ def fit_mixture(
     kw = dict(program.fit_kwargs)
     delta = kw.get("adapt_delta") or 0.8
     depth = kw.get("max_treedepth", 10)
+    if max_treedepth is not None:
+        if int(max_treedepth) < 1:
+            raise ValueError(f"max_treedepth must be at least 1, got {max_treedepth}")
+        depth = min(depth, int(max_treedepth))
     what = (f"focused mixis proposal ({len(focus['mixis_rows'])} rows)" if focus
             else "mixis proposal")
     source = (f"{backend} NUTS fit of {program.stan_file.name}, {what} warm-started "
               f"from the posterior: {chains} chains x {draws} draws after {warmup} warm-up, "
-              f"seed {seed}")
+              f"max tree depth {depth}, seed {seed}")
     if backend == "stanli":
         import stanli
 

@@ -503,3 +503,50 @@ def test_divergent_focused_fits_are_noted_through_the_second_round(tmp_path):
     assert len(notes) == 2
     assert "focused on 30 rows had 1 divergent transition in 4000 draws" in notes[0]
     assert f"focused on {len(prog.asked[1])} rows had 2 divergent transitions" in notes[1]
+
+
+def test_posterior_tree_depth_is_the_fastest_chains_median():
+    from loo_adapt.estimators.focused import posterior_tree_depth
+
+    depth = np.array([[7] * 6 + [8] * 4, [8] * 10, [9] * 7 + [10] * 3, [8] * 5 + [7] * 5])
+    assert posterior_tree_depth(read_dict({"x": np.zeros((4, 10))}, method="mcmc",
+                                          sample_stats={"treedepth__": depth})) == 7
+    # from the leapfrog counts of full trees (2^d - 1 steps) when treedepth__ is absent
+    leap = 2.0 ** np.array([[8] * 10, [9] * 10]) - 1.0
+    assert posterior_tree_depth(read_dict({"x": np.zeros((2, 10))}, method="mcmc",
+                                          sample_stats={"n_leapfrog__": leap})) == 8
+    assert posterior_tree_depth(read_dict({"x": np.zeros((2, 10))}, method="mcmc")) is None
+
+
+def test_easy_row_focus_caps_its_tree_depth_and_the_other_focus_does_not(tmp_path):
+    """The easy-row focused fit is asked for the posterior's tree depth (its fastest chain's
+    median); the focus on the rows above the bar, and a posterior without sampler columns,
+    ask for none."""
+    from loo_adapt.estimators.focused import FocusedEasyMixIS
+
+    y, post_mean, truth = _problem(n=40)
+    rng = np.random.default_rng(4)
+    theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, y.size))
+    ll = stats.norm.logpdf(y, theta_post, SIG)
+    depth = np.full((4, 500), 9.0)
+    depth[2] = 6.0
+    with_stats = read_dict({"log_lik": ll}, method="mcmc", sample_stats={"treedepth__": depth})
+    without = read_dict({"log_lik": ll}, method="mcmc")
+
+    class Recording(_ExactProgram):
+        def fit_mixture(self, posterior, *, rows, seed, chains, draws, **kw):
+            self.kw = kw
+            return super().fit_mixture(posterior, rows=rows, seed=seed, chains=chains,
+                                       draws=draws)
+
+    n = y.size
+    for posterior, want in ((with_stats, {"max_treedepth": 6}), (without, {})):
+        prog = Recording(y, post_mean, truth, tmp_path, seed=1)
+        ctx = _ctx(posterior, prog, seed=0)
+        ctx.result = _result_so_far(n, ["mixis"] * n, np.where(np.arange(n) < 20, 900.0, 50.0),
+                                    np.ones(n, bool))
+        FocusedEasyMixIS()(ctx, np.arange(n))
+        assert prog.kw == want
+        prog = Recording(y, post_mean, truth, tmp_path, seed=1)
+        FocusedMixIS(max_mcse=0.1)(_ctx(posterior, prog, seed=0), np.arange(8))
+        assert prog.kw == {}

@@ -275,6 +275,20 @@ def test_warm_started_mixture_fit_is_within_mc_error_of_truth():
     assert np.sqrt(np.mean((est.elpd_i - truth[:, 1]) ** 2)) < 0.08
 
 
+def test_warm_started_mixture_fit_takes_a_tree_depth_cap():
+    """``max_treedepth`` caps every transition's tree (the posterior's trees are deeper
+    here), is recorded in the draws' source, and is checked."""
+    data, posterior = _fixture("logistic_normal")
+    program = StanProgram.from_model(_family("logistic_normal", data), backend="stanli")
+    assert np.median(posterior.sample_stats["treedepth__"]) > 2
+    mix = program.fit_mixture(posterior, seed=2, chains=2, warmup=20, draws=50, max_treedepth=2)
+    assert np.max(mix.sample_stats["treedepth__"]) <= 2
+    assert np.max(mix.sample_stats["n_leapfrog__"]) <= 3
+    assert "max tree depth 2" in mix.source
+    with pytest.raises(ValueError, match="max_treedepth must be at least 1"):
+        program.fit_mixture(posterior, seed=2, chains=2, warmup=20, draws=50, max_treedepth=0)
+
+
 def test_loo_does_mixis_from_a_program_built_from_the_family():
     """loo(fit, method="mixis") with the program from the family alone, against truth."""
     from loo_adapt import loo
