@@ -1,0 +1,64 @@
+"""Calibration of the default with a program, row by row, split by the stage whose estimate
+each verified row ends with (MixIS, the easy-row focus, the focus on rows above the bar,
+refits), against the brute-force truth; with ``--no-depth-cap`` the easy-row focused fit
+keeps the program's NUTS tree depth (`loo_adapt.estimators.focused.posterior_tree_depth`).
+
+    python benchmarks/stage_calibration.py --benchmark rhs_wide_099 --seed 2 [--no-depth-cap]
+
+The call is `truth.py`'s "default, with program" (cached mixture fit, the seed, 5 refits
+at most, checkpointed under a temporary folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from truth_suite import calibration_z, load_benchmark, mixture_fit  # noqa: E402
+
+import loo_adapt.estimators.focused as focused  # noqa: E402
+from loo_adapt import loo  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--benchmark", default="rhs_wide_099")
+    parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--no-depth-cap", dest="cap", action="store_false")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    if not args.cap:
+        focused.posterior_tree_depth = lambda draws: None
+    bench = load_benchmark(args.benchmark)
+    mix, _ = mixture_fit(bench, args.seed)
+    with tempfile.TemporaryDirectory() as ck:
+        res = loo(bench.draws, model=bench.model, program=bench.program, mixis_draws=mix,
+                  seed=args.seed, refit_kwargs={"progress": False, "max_refits": 5,
+                                                "checkpoint": ck}).loo_adapt
+    truth = bench.truth
+    idx = truth[:, 0].astype(int)
+    stage = np.full(res.n_obs, "", dtype=object)
+    for rec in res.history:  # the last stage that wrote a row holds its estimate
+        stage[np.asarray(rec["rows"], dtype=int)] = rec["estimator"]
+    z = calibration_z(res.elpd_i[idx], res.mcse_elpd_i[idx], truth[:, 1], truth[:, 2])
+    ver = np.asarray(res.reliable, dtype=bool)[idx]
+    print(f"{args.benchmark} seed {args.seed}, easy-row tree depth "
+          f"{'capped' if args.cap else 'the program'}'s: {ver.sum()} verified rows, rms z "
+          f"{np.sqrt(np.mean(z[ver] ** 2)):.2f}", flush=True)
+    for name in sorted(set(stage[idx])):
+        m = (stage[idx] == name) & ver
+        if m.any():
+            worst = np.argsort(-np.abs(z[m]))[:3]
+            print(f"    {name}: {m.sum()} rows, rms z {np.sqrt(np.mean(z[m] ** 2)):.2f}, mean z "
+                  f"{z[m].mean():+.2f}, |z| > 3: {int(np.sum(np.abs(z[m]) > 3))}; largest "
+                  + ", ".join(f"row {idx[m][j]} z {z[m][j]:+.2f}" for j in worst), flush=True)
+
+
+if __name__ == "__main__":
+    main()
