@@ -321,3 +321,39 @@ def test_quiet_runs_hide_matplotlib_font_fallbacks(caplog):
     messages = [r.getMessage() for r in caplog.records if r.name == fonts.name]
     assert messages == ["findfont: shown with --verbose"]
     assert fonts.level == before
+
+
+def test_evaluate_adapt_delta_reaches_the_programs_fits(poisson_csv, tmp_path, monkeypatch):
+    """--adapt-delta sets the fit options of --program's StanProgram (the mixture fits and
+    refits this tool makes); without it the program keeps Stan's default; the divergence
+    note names the option in the tool's words."""
+    from loo_adapt.cli.output import cli_message
+    from loo_adapt.estimators.mixis import divergence_note
+    from loo_adapt.io.arrays import read_dict
+    from loo_adapt.stan import program as program_module
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    class Recording(program_module.StanProgram):
+        def __init__(self, *a, **kw):
+            seen.append(kw.get("fit_kwargs"))
+            raise Stop
+
+    monkeypatch.setattr(program_module, "StanProgram", Recording)
+    for extra, want in ((["--adapt-delta", "0.97"], {"adapt_delta": 0.97}), ([], None)):
+        # the tool reports the stop as an error; the program was built first
+        assert main(["evaluate", str(poisson_csv), "--program", str(POISSON / "poisson.stan"),
+                     "--data", str(POISSON_DATA), "--out", str(tmp_path / "o"), "-q",
+                     *extra]) != 0
+        assert seen[-1] == want
+    assert len(seen) == 2
+    assert main(["evaluate", str(poisson_csv), "--program", str(POISSON / "poisson.stan"),
+                 "--data", str(POISSON_DATA), "--out", str(tmp_path / "o"),
+                 "--adapt-delta", "1.5"]) != 0
+    draws = read_dict({"x": np.zeros((2, 5))}, method="mcmc",
+                      sample_stats={"divergent__": np.eye(2, 5)})
+    note = cli_message(divergence_note(draws, "The mixture fit"))
+    assert note.endswith("a higher adapt_delta rules that out (--adapt-delta)")

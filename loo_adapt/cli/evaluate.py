@@ -230,7 +230,9 @@ def cmd_evaluate(args) -> int:
             from loo_adapt.stan.program import StanProgram
 
             program = StanProgram(stan_file, data, backend=args.backend,
-                                  obs_dim_vars=args.obs_vars)
+                                  obs_dim_vars=args.obs_vars, fit_kwargs=(
+                                      None if args.adapt_delta is None
+                                      else {"adapt_delta": args.adapt_delta}))
             if plan["refits"]:
                 program.observation_vars()  # which entries a refit drops: known, or an error
         refit_kwargs = _refit_options(args, out, stack, plan["refits"])

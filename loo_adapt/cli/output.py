@@ -85,6 +85,8 @@ _CLI_WORDS = [
     # "loo(..., a=x, b=y)": the arguments alone, translated below
     (re.compile(r"\bloo\(\.\.\.,\s*((?:[^()]|\([^()]*(?:\([^()]*\)[^()]*)*\))*)\)"),
      lambda m: m.group(1)),
+    (re.compile(r"\bStanProgram\(\.\.\., fit_kwargs=\{'adapt_delta': \.\.\.\}\)"),
+     "--adapt-delta"),
     (re.compile(r"\bprogram=(?:loo_adapt\.)?StanProgram\([^)]*\)"),
      "--program FILE.stan --data DATA.json"),
     (re.compile(r"\bprogram=(?:\.\.\.)?"), "--program FILE.stan --data DATA.json"),
@@ -182,7 +184,7 @@ def _print_result(args, res, out_dir, files, extra="", advice=""):
     summary = res.summary()
     if advice:
         summary = _ADVICE_LINE.sub("", summary).rstrip("\n")
-    print(cli_message(summary) if advice else summary)
+    print(cli_message(summary))  # notes name Python arguments too (divergences: adapt_delta)
     if advice:
         print(advice)
     if extra:

@@ -324,9 +324,8 @@ def divergence_note(draws, what: str) -> str:
         return ""
     n = int(np.asarray(div).size)
     return (f"{what} had {k} divergent transition{'s' if k > 1 else ''} in {n} draws: its "
-            "draws may miss part of the mixture posterior, which no MCSE shows (a higher "
-            "adapt_delta in StanProgram(..., fit_kwargs={'adapt_delta': ...}) rules that "
-            "out)")
+            "draws may miss part of the mixture posterior, which no MCSE shows; a higher "
+            "adapt_delta rules that out (StanProgram(..., fit_kwargs={'adapt_delta': ...}))")
 
 
 #: fewest mixture draws, and fewest effective draws per observation, behind a reported MCSE
