@@ -325,8 +325,10 @@ def test_quiet_runs_hide_matplotlib_font_fallbacks(caplog):
 
 def test_evaluate_adapt_delta_reaches_the_programs_fits(poisson_csv, tmp_path, monkeypatch):
     """--adapt-delta sets the fit options of --program's StanProgram (the mixture fits and
-    refits this tool makes); without it the program keeps Stan's default; the divergence
-    note names the option in the tool's words."""
+    refits this tool makes); without it, the adapt delta the posterior CSVs' header records
+    (CmdStan's ``delta``, here 0.93, kept through a write and a read), and Stan's default
+    where the header has none; the divergence note names the option in the tool's
+    words."""
     from loo_adapt.cli.output import cli_message
     from loo_adapt.estimators.mixis import divergence_note
     from loo_adapt.io.arrays import read_dict
@@ -342,14 +344,26 @@ def test_evaluate_adapt_delta_reaches_the_programs_fits(poisson_csv, tmp_path, m
             seen.append(kw.get("fit_kwargs"))
             raise Stop
 
+    from loo_adapt.io.csv import read_csv, write_stan_csv
+
+    at_93 = tmp_path / "at_93"
+    write_stan_csv(read_csv(poisson_csv), at_93, "poisson", config={"adapt_delta": 0.93})
+    assert read_csv(at_93).config["delta"] == "0.93"
+    no_delta = tmp_path / "no_delta"
+    no_delta.mkdir()
+    for f in sorted(Path(at_93).glob("*.csv")):
+        (no_delta / f.name).write_text("".join(
+            line for line in f.read_text().splitlines(keepends=True)
+            if not line.lstrip("# ").startswith("delta =")))
     monkeypatch.setattr(program_module, "StanProgram", Recording)
-    for extra, want in ((["--adapt-delta", "0.97"], {"adapt_delta": 0.97}), ([], None)):
+    for csv, extra, want in ((at_93, ["--adapt-delta", "0.97"], {"adapt_delta": 0.97}),
+                             (at_93, [], {"adapt_delta": 0.93}), (no_delta, [], None)):
         # the tool reports the stop as an error; the program was built first
-        assert main(["evaluate", str(poisson_csv), "--program", str(POISSON / "poisson.stan"),
+        assert main(["evaluate", str(csv), "--program", str(POISSON / "poisson.stan"),
                      "--data", str(POISSON_DATA), "--out", str(tmp_path / "o"), "-q",
                      *extra]) != 0
         assert seen[-1] == want
-    assert len(seen) == 2
+    assert len(seen) == 3
     assert main(["evaluate", str(poisson_csv), "--program", str(POISSON / "poisson.stan"),
                  "--data", str(POISSON_DATA), "--out", str(tmp_path / "o"),
                  "--adapt-delta", "1.5"]) != 0

@@ -66,6 +66,21 @@ def _refuse_to_discard(checkpoint: pathlib.Path) -> None:
                      "discard them")
 
 
+def _fit_options(args, draws) -> dict | None:
+    """Fit options of --program's StanProgram (the mixture fits and refits this tool
+    makes): ``--adapt-delta``, else the adapt delta the posterior fit's CSV header records
+    (CmdStan's ``delta``), else Stan's default."""
+    delta = args.adapt_delta
+    if delta is None and draws.method == "mcmc":
+        try:
+            delta = float(draws.config.get("delta", "nan"))
+        except ValueError:
+            delta = None
+        if delta is not None and not 0.0 < delta < 1.0:
+            delta = None
+    return None if delta is None else {"adapt_delta": delta}
+
+
 def _refit_options(args, out: pathlib.Path, stack: contextlib.ExitStack, refits: bool) -> dict:
     """refit_kwargs of `evaluate`: limits, then (with refits) the checkpoint folder and the
     executor."""
@@ -230,9 +245,8 @@ def cmd_evaluate(args) -> int:
             from loo_adapt.stan.program import StanProgram
 
             program = StanProgram(stan_file, data, backend=args.backend,
-                                  obs_dim_vars=args.obs_vars, fit_kwargs=(
-                                      None if args.adapt_delta is None
-                                      else {"adapt_delta": args.adapt_delta}))
+                                  obs_dim_vars=args.obs_vars,
+                                  fit_kwargs=_fit_options(args, draws))
             if plan["refits"]:
                 program.observation_vars()  # which entries a refit drops: known, or an error
         refit_kwargs = _refit_options(args, out, stack, plan["refits"])

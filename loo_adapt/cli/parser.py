@@ -56,8 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "with --model, replaces the bundled program")
     ev.add_argument("--adapt-delta", type=_unit_interval, default=None,
                     help="target acceptance rate of --program's fits this tool makes (the "
-                         "mixture fits and refits; default: Stan's 0.8); raise it when a "
-                         "note reports divergent transitions")
+                         "mixture fits and refits; default: the posterior fit's, from its "
+                         "CSV header, else Stan's 0.8); raise it when a note reports "
+                         "divergent transitions")
     ev.add_argument("--obs-vars", nargs="+", metavar="NAME",
                     help="--program's per-observation data entries (their first axis is the "
                          "observation; default: every entry whose first dimension is N)")

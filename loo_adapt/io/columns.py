@@ -67,8 +67,9 @@ MCMC_STATS = (
     "divergent__",
     "energy__",
 )
-#: CmdStan settings kept in ``Draws.config`` (they decide how draws may be used).
-CONFIG_KEYS = ("jacobian", "num_paths", "psis_resample", "algorithm")
+#: CmdStan settings kept in ``Draws.config`` (they decide how draws may be used, or how the
+#: package's own fits of the program should run: ``delta``, the sampler's adapt delta)
+CONFIG_KEYS = ("jacobian", "num_paths", "psis_resample", "algorithm", "delta")
 
 
 def normalize_method(method: str | None) -> str | None:

@@ -566,8 +566,8 @@ def write_stan_csv(draws: Draws, out_dir, prefix: str, *, model: str = "model",
     config = dict(config or {})
     seed = config.pop("seed", "")
     warmup = config.pop("warmup", 0)
-    delta = config.pop("adapt_delta", 0.8)
-    settings = {**draws.config, **config}
+    delta = config.pop("adapt_delta", draws.config.get("delta", 0.8))
+    settings = {k: v for k, v in {**draws.config, **config}.items() if k != "delta"}
     method = CMDSTAN_METHOD.get(draws.method)
     if method is None:
         raise ValueError(f"{draws.method!r} draws come from no CmdStan method, so they have no "
