@@ -371,3 +371,20 @@ def test_evaluate_adapt_delta_reaches_the_programs_fits(poisson_csv, tmp_path, m
                       sample_stats={"divergent__": np.eye(2, 5)})
     note = cli_message(divergence_note(draws, "The mixture fit"))
     assert note.endswith("a higher adapt_delta rules that out (--adapt-delta)")
+
+
+def test_demo_adapt_delta_reaches_its_fits(tmp_path, monkeypatch):
+    """`demo --adapt-delta` is the target acceptance of the demo's fits (0.95 without it),
+    the option the divergence notes name."""
+    from loo_adapt.stan import backends
+
+    seen = []
+
+    def recording_fit(*a, **kw):
+        seen.append(kw.get("adapt_delta"))
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(backends, "fit", recording_fit)
+    for extra, want in ((["--adapt-delta", "0.99"], 0.99), ([], 0.95)):
+        assert main(["demo", "--quick", "--out", str(tmp_path / "d"), "-q", *extra]) != 0
+        assert seen[-1] == want

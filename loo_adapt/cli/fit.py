@@ -135,7 +135,7 @@ def cmd_demo(args) -> int:
     _say(args, f"Fitting with {backend}: {settings['chains']} chains x {settings['draws']} "
                f"draws after {settings['warmup']} warm-up, then the MixIS mixture proposal.")
     fit_kw = dict(backend=backend, chains=settings["chains"], draws=settings["draws"],
-                  warmup=settings["warmup"], adapt_delta=0.95)
+                  warmup=settings["warmup"], adapt_delta=getattr(args, "adapt_delta", 0.95))
     stages = _Stages(["NUTS fit (posterior)", "NUTS fit (MixIS mixture)", "LOO",
                       "report"], args.quiet, ticking=True)
     try:
@@ -150,7 +150,7 @@ def cmd_demo(args) -> int:
         t0 = time.perf_counter()
         model = model_for("logistic_rhs", data)
         program = StanProgram("logistic_rhs", data, backend=backend,
-                              fit_kwargs={"adapt_delta": 0.95})
+                              fit_kwargs={"adapt_delta": fit_kw["adapt_delta"]})
         res = _loo_quietly(args.quiet, data=draws, model=model, mixis_draws=mix,
                            program=program, seed=1)
         t_loo = time.perf_counter() - t0

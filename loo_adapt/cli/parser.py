@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "pystan"))
     dm.add_argument("--chains", type=_positive_int)
     dm.add_argument("--draws", type=_draws_per_chain)
+    dm.add_argument("--adapt-delta", type=_unit_interval, default=0.95,
+                    help="target acceptance rate of every fit the demo makes (default 0.95); "
+                         "raise it when a note reports divergent transitions")
     dm.set_defaults(func=cmd_demo)
     add_vifa_parser(sub, common, models)
     return parser
