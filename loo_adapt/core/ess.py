@@ -431,6 +431,25 @@ def _ess_direct(x, log, scale, max_lag, block, out, status, ratio, table, rhat, 
                           table, rhat, stuck)
 
 
+def _direct_pass(a: np.ndarray, log: bool, scale: float, max_lag: int, ratio: float = -1.0,
+                table: np.ndarray | None = None, check: bool = False):
+    """(ESS, status, rank R-hat, stuck chain) of every column of ``a`` (chains, draws, n) by
+    `_ess_direct`, in blocks of columns spread over numba's threads.  ``scale`` multiplies
+    each lag sum into an autocovariance (R loo's FFT quirk ``M / N^2``, or ``1 / N`` for the
+    plain one); ``status`` holds the kernel's codes (`_OK`, `_LONG`, the bad-value ones);
+    R-hat and the stuck flags only with ``check`` (empty otherwise)."""
+    n_cols = a.shape[2]
+    out = np.empty(n_cols)
+    status = np.empty(n_cols, dtype=np.int64)
+    block = max(1, min(_COLS, -(-n_cols // max(1, numba.get_num_threads()))))
+    rhat = np.empty(n_cols if check else 0)
+    stuck = np.zeros(n_cols if check else 0, dtype=np.bool_)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        _ess_direct(a, bool(log), scale, max_lag, block, out, status, float(ratio),
+                    np.empty(0) if table is None else table, rhat, stuck)
+    return out, status, rhat, stuck
+
+
 def _ess_fast(a: np.ndarray, log: bool, rhat_at: float | None = None):
     """ESS per column of ``a`` (chains, draws, n) by the direct kernel (None when the numpy
     path should run: the kernel is not compiled and the call is too small to pay for it).
@@ -441,16 +460,9 @@ def _ess_fast(a: np.ndarray, log: bool, rhat_at: float | None = None):
     n_chains, n_draws, n_cols = a.shape
     if not use_numba(_ess_direct, n_chains * n_draws * n_cols):
         return None
-    out = np.empty(n_cols)
-    status = np.empty(n_cols, dtype=np.int64)
-    block = max(1, min(_COLS, -(-n_cols // max(1, numba.get_num_threads()))))
     check = rhat_at is not None
     scale, max_lag, ratio, table = _direct_params(n_chains, n_draws, rhat_at)
-    rhat = np.empty(n_cols if check else 0)
-    stuck = np.zeros(n_cols if check else 0, dtype=np.bool_)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        _ess_direct(a, bool(log), scale, max_lag, block, out, status, ratio, table, rhat,
-                    stuck)
+    out, status, rhat, stuck = _direct_pass(a, log, scale, max_lag, ratio, table, check)
     for code, msg in ((_NAN, "x contains NaN"), (_POSINF, "log values contain +inf"),
                       (_ALL_NEGINF, "a column of log values is -inf for every draw"),
                       (_NONFINITE, "x contains non-finite values (pass log values with "

@@ -17,12 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from loo_adapt.core._compiled import use_numba
-from loo_adapt.core.ess import (
-    _COLS,
-    _OK,
-    MAX_DIRECT_LAG,
-    _ess_direct,
-)
+from loo_adapt.core.ess import _OK, MAX_DIRECT_LAG, _direct_pass, _ess_direct
 
 __all__ = ["ess_bulk", "ess_mean", "rhat_rank"]
 
@@ -75,15 +70,8 @@ def _direct(sp: np.ndarray):
     m, n, k = sp.shape
     if n <= MAX_DIRECT_LAG + 6 or not use_numba(_ess_direct, m * n * k):
         return None
-    import numba
-
-    out = np.empty(k)
-    status = np.empty(k, dtype=np.int64)
-    block = max(1, min(_COLS, -(-k // max(1, numba.get_num_threads()))))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        # scale 1 / n: the biased autocovariance, sum_t y_t y_t+lag / n (Stan, arviz)
-        _ess_direct(sp, False, 1.0 / n, MAX_DIRECT_LAG, block, out, status, -1.0,
-                    np.empty(0), np.empty(0), np.zeros(0, dtype=np.bool_))
+    # scale 1 / n: the biased autocovariance, sum_t y_t y_t+lag / n (Stan, arviz)
+    out, status, _, _ = _direct_pass(sp, False, 1.0 / n, MAX_DIRECT_LAG)
     return out, status == _OK
 
 
