@@ -5,25 +5,24 @@ keeps the program's NUTS tree depth (`loo_adapt.estimators.focused.posterior_tre
 
     python benchmarks/stage_calibration.py --benchmark rhs_wide_099 --seed 2 [--no-depth-cap]
 
-The call is `truth.py`'s "default, with program" (cached mixture fit, the seed, 5 refits
-at most, checkpointed under a temporary folder).
+The call is `truth.py`'s "default, with program" (`truth._with_program`: the cached
+mixture fit, the seed, 5 refits at most, its refit checkpoints).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from truth import _with_program  # noqa: E402
 from truth_suite import calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 import loo_adapt.estimators.focused as focused  # noqa: E402
-from loo_adapt import loo  # noqa: E402
 
 
 def main(argv=None):
@@ -36,20 +35,17 @@ def main(argv=None):
     if not args.cap:
         focused.posterior_tree_depth = lambda draws: None
     bench = load_benchmark(args.benchmark)
-    mix, _ = mixture_fit(bench, args.seed)
-    with tempfile.TemporaryDirectory() as ck:
-        res = loo(bench.draws, model=bench.model, program=bench.program, mixis_draws=mix,
-                  seed=args.seed, refit_kwargs={"progress": False, "max_refits": 5,
-                                                "checkpoint": ck}).loo_adapt
+    res, _ = _with_program(bench, args.seed, mixture_fit(bench, args.seed), refit_budget=5)
     truth = bench.truth
     idx = truth[:, 0].astype(int)
     stage = np.full(res.n_obs, "", dtype=object)
-    for rec in res.history:  # the last stage that wrote a row holds its estimate
-        stage[np.asarray(rec["rows"], dtype=int)] = rec["estimator"]
+    for rec in res.history:  # the last stage whose estimate of a row was merged holds it
+        rows = np.asarray(rec["rows"], dtype=int)
+        stage[rows[np.asarray(rec["accepted"], dtype=bool)]] = rec["estimator"]
     z = calibration_z(res.elpd_i[idx], res.mcse_elpd_i[idx], truth[:, 1], truth[:, 2])
     ver = np.asarray(res.reliable, dtype=bool)[idx]
     print(f"{args.benchmark} seed {args.seed}, easy-row tree depth "
-          f"{'capped' if args.cap else 'the program'}'s: {ver.sum()} verified rows, rms z "
+          f"{'capped' if args.cap else 'of the program'}: {ver.sum()} verified rows, rms z "
           f"{np.sqrt(np.mean(z[ver] ** 2)):.2f}", flush=True)
     for name in sorted(set(stage[idx])):
         m = (stage[idx] == name) & ver
