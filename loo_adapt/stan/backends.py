@@ -419,12 +419,16 @@ def _cmdstan_model(path: pathlib.Path):
 
 
 @contextlib.contextmanager
-def quiet_cmdstanpy(verbose: bool = False):
+def quiet_cmdstanpy(verbose: bool = False, warnings_too: bool = False):
     """Silence cmdstanpy's INFO lines (one per chain start / finish) unless ``verbose``.
 
     Parameters
     ----------
     verbose : keep cmdstanpy's logging as it is.
+    warnings_too : silence its WARNING lines as well: for a fit whose NUTS tree depth the
+        package capped on purpose, cmdstanpy's "Some chains may have failed to converge
+        ... iterations at max treedepth" is expected and says nothing about convergence
+        (the caller reports divergences itself).
 
     Examples
     --------
@@ -433,8 +437,9 @@ def quiet_cmdstanpy(verbose: bool = False):
     """
     log = logging.getLogger("cmdstanpy")
     previous = log.level
-    if not verbose and log.getEffectiveLevel() < logging.WARNING:
-        log.setLevel(logging.WARNING)
+    floor = logging.ERROR if warnings_too else logging.WARNING
+    if not verbose and log.getEffectiveLevel() < floor:
+        log.setLevel(floor)
     try:
         yield
     finally:

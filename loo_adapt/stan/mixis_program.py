@@ -559,9 +559,11 @@ def fit_mixture(
     kw = dict(program.fit_kwargs)
     delta = kw.get("adapt_delta") or 0.8
     depth = kw.get("max_treedepth", 10)
+    capped = False
     if max_treedepth is not None:
         if int(max_treedepth) < 1:
             raise ValueError(f"max_treedepth must be at least 1, got {max_treedepth}")
+        capped = int(max_treedepth) < depth
         depth = min(depth, int(max_treedepth))
     what = (f"focused mixis proposal ({len(focus['mixis_rows'])} rows)" if focus
             else "mixis proposal")
@@ -585,7 +587,9 @@ def fit_mixture(
             )
         out = read_stanli(fit)
     elif backend == "cmdstan":
-        with _stan.quiet_cmdstanpy():
+        # a capped tree depth is the caller's choice: cmdstanpy's warning about iterations
+        # at the cap would read as a convergence failure (divergences are noted by MixIS)
+        with _stan.quiet_cmdstanpy(warnings_too=capped):
             result = _stan._cmdstan_model(program.stan_file).sample(
                 data=_stan._jsonable(data), chains=chains, iter_warmup=warmup,
                 iter_sampling=draws, seed=seed, adapt_delta=delta, max_treedepth=depth,

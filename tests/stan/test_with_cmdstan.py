@@ -124,3 +124,25 @@ def test_trust_path_on_real_cmdstan(model, data, tmp_path):
     mc = np.hypot(est["mcse_elpd_loo"], np.sqrt(np.sum(TRUTH[:, 2] ** 2)))
     assert abs(err) < 3 * mc, (err, mc)
     assert np.isfinite(pw.loo_prob).all()  # binary y read from the program's data
+
+
+def test_capped_tree_depth_leaves_no_convergence_warning(model, data, caplog):
+    """The easy-row focus caps its fit's tree depth on purpose: cmdstanpy's "Some chains may
+    have failed to converge ... iterations at max treedepth" (logged for the same fit run
+    directly) must not reach the user as if the fit had failed."""
+    import logging
+
+    from loo_adapt.io.readers import read_draws
+
+    fit = model.sample(data=data, chains=2, iter_sampling=200, seed=5, show_progress=False)
+    posterior = read_draws(fit)
+    program = loo_adapt.StanProgram(model.stan_file, data, backend="cmdstan").with_mixis()
+    with caplog.at_level(logging.WARNING, logger="cmdstanpy"):
+        model.sample(data=data, chains=2, iter_sampling=200, seed=5, max_treedepth=1,
+                     show_progress=False)
+    assert any("max treedepth" in r.getMessage() for r in caplog.records)  # the control
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="cmdstanpy"):
+        mix = program.fit_mixture(posterior, chains=2, draws=200, seed=5, max_treedepth=1)
+    assert mix.n_samples == 400
+    assert not any("max treedepth" in r.getMessage() for r in caplog.records)
