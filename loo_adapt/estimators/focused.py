@@ -150,9 +150,9 @@ class FocusedMixIS:
         from loo_adapt.estimators.base import Estimate, RowDraws
         from loo_adapt.estimators.mixis import (
             MIN_DRAWS,
-            MIN_ESS,
             bernoulli_log_p1,
             divergence_note,
+            enough_draws,
             mixis_loo,
             mixis_loo_prob,
             mixture_draws_check,
@@ -168,11 +168,14 @@ class FocusedMixIS:
             return self._skip(rows, f"the focused fit has {ll.reshape(fit.n_samples, -1).shape[1]}"
                                     f" observations, the LOO has {n}")
         sub = ll.reshape(fit.n_chains, -1, n)[..., rows]
+        untold = ""
         if not ctx.draws.is_approximate:
-            ok_draws, why, _ = mixture_draws_check(ctx.log_lik[:, rows],
-                                                   sub.reshape(-1, rows.size))
-            if not ok_draws:
-                return self._skip(rows, why)
+            check = mixture_draws_check(ctx.log_lik[:, rows], sub.reshape(-1, rows.size))
+            if check.ok is False:
+                return self._skip(rows, check.message)
+            if check.ok is None:  # the package's own fit: used, and said so
+                untold = (f"The mixture fit focused on {rows.size} rows was used although "
+                          f"{check.message}: each row is verified by its own MCSE")
         est = mixis_loo(sub, mcse=self.mcse)
         prob = p1 = None
         if ctx.y is not None:
@@ -184,20 +187,20 @@ class FocusedMixIS:
         lw.setflags(write=False)
         records = [RowDraws("mixture", lw[:, j], None if p1 is None else p1[:, j], draws=fit,
                             column=int(i)) for j, i in enumerate(rows)]
-        enough = (est.n_samples >= MIN_DRAWS) & (est.ess_mcse >= MIN_ESS)
+        enough, too_few = enough_draws(est, what="focused MixIS")
         ok = (est.mcse_elpd_i <= self.max_mcse) & enough
         reason = np.array([
             "" if good else (
-                f"focused MixIS MCSE {m:.2f} > {self.max_mcse:.2f}" if e else
-                f"focused MixIS draws too few: ({est.n_samples} draws, ESS {s:.0f}; "
-                f"need {MIN_DRAWS} and {MIN_ESS:.0f})")
-            for good, m, e, s in zip(ok, est.mcse_elpd_i, enough, est.ess_mcse)], dtype=object)
+                f"focused MixIS MCSE {m:.2f} > {self.max_mcse:.2f}" if e else str(few))
+            for good, m, e, few in zip(ok, est.mcse_elpd_i, enough, too_few)], dtype=object)
         div = divergence_note(fit, f"The mixture fit focused on {rows.size} rows")
         out = Estimate.make(
             self.name, rows, est.elpd_i, est.mcse_elpd_i, ok, diagnostic=est.ess,
             method="mixis", loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
-            reason=reason, row_draws=records, notes=(div,) if div else ())
-        again = ~ok & enough
+            reason=reason, row_draws=records, notes=tuple(t for t in (untold, div) if t))
+        # rows above the bar, or with too few effective draws in this fit (a long enough
+        # fit): one more fit focused on them alone gives each a larger share of its draws
+        again = ~ok & (est.n_samples >= MIN_DRAWS)
         if self.rounds > 1 and 0 < again.sum() < rows.size:
             out = self._again(ctx, out, again)
         return out
