@@ -231,7 +231,8 @@ def cmd_evaluate(args) -> int:
             raise InputError(f"the draws in {csv} have no log_lik: the Stan program must write "
                              "'generated quantities { vector[N] log_lik; ... }'")
         if family or args.program:  # (--data alone only lends y to the report)
-            matching.check_observations(data, args.data, n)
+            count = matching.count_name(stan_file, data) if args.program else "N"
+            matching.check_observations(data, args.data, n, count)
         if family:
             matching.check_family_draws(family, args.model, names, draws, csv)
         if args.program:

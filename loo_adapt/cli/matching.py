@@ -44,16 +44,32 @@ def n_log_lik(draws, var_name: str = "log_lik") -> int | None:
     return int(np.prod(np.shape(draws.variables[var_name])[2:], dtype=np.int64))
 
 
-def check_observations(data: dict, data_path, n: int | None) -> None:
-    """The data's ``N`` (and a 1-D ``y``) count as many observations as the draws' log_lik."""
+def count_name(stan_file, data: dict, log_lik: str = "log_lik") -> str:
+    """The data entry counting the observations of ``--program``: the integer entry that
+    sizes ``log_lik`` in its generated quantities (``vector[J] log_lik;`` -> ``J``), else
+    ``N`` (as `loo_adapt.stan.program.StanProgram` finds it)."""
+    from loo_adapt.stan.program import log_lik_size
+
+    try:
+        size = log_lik_size(open(stan_file, encoding="utf-8").read(), log_lik)
+    except (OSError, UnicodeDecodeError):
+        return "N"
+    return size if size is not None and _is_int(data.get(size)) else "N"
+
+
+def check_observations(data: dict, data_path, n: int | None, count: str = "N") -> None:
+    """The data's count of observations (``count``, ``N`` unless the program sizes log_lik
+    by another entry), and a 1-D ``y`` where the count is ``N``, are as many as the draws'
+    log_lik columns."""
     if n is None:
         return
-    if _is_int(data.get("N")) and data["N"] != n:
-        raise MismatchError(f"--data {data_path} has N = {data['N']} observations, the draws' "
-                            f"log_lik has {n} columns; give the data the draws were fitted "
-                            "with")
+    if _is_int(data.get(count)) and data[count] != n:
+        raise MismatchError(f"--data {data_path} has {count} = {data[count]} observations, the "
+                            f"draws' log_lik has {n} columns; give the data the draws were "
+                            "fitted with")
     y = data.get("y")
-    if isinstance(y, list) and y and not isinstance(y[0], list) and len(y) != n:
+    if (count == "N" and isinstance(y, list) and y and not isinstance(y[0], list)
+            and len(y) != n):
         raise MismatchError(f"--data {data_path} has {len(y)} values of y, the draws' "
                             f"log_lik has {n} columns; give the data the draws were fitted "
                             "with")

@@ -132,7 +132,8 @@ def check_program_matches(program, draws, *, var_name: str | None = None, n_chec
     n_prog = program.n_obs
     if n_prog != n_fit:
         raise ProgramMismatchError(
-            f"the program's data has N = {n_prog} observations but the fit's {name!r} has "
+            f"the program's data has {program.n_obs_var} = {n_prog} observations but the "
+            f"fit's {name!r} has "
             f"{n_fit}: the data is not the fit's")
     try:
         density = program.log_density()

@@ -5,10 +5,13 @@ The LOO pipeline needs a model for three things the draws alone cannot give: a s
 on the unconstrained scale (full-space moment matching).  This class bundles the program
 and the data once so each of those is one call (an edge module: it runs Stan backends).
 
-Dropping an observation is generic: every data entry whose leading dimension is the data's
-``N`` loses that row and ``N`` shrinks by one.  When a size variable other than ``N`` has
-the same value (``D == N``, ``K == N``) a leading dimension of ``N`` no longer says "one
-row per observation", so the per-observation entries must be named (``obs_dim_vars``).
+Dropping an observation is generic: every data entry whose leading dimension is the number
+of observations loses that row and the count shrinks by one.  The count is the data entry
+that sizes ``log_lik`` in generated quantities (``vector[J] log_lik;`` -> ``J``; the
+program's text says so), else ``N``, else the one named by ``n_obs_var``.  When another size
+variable has the same value (``D == N``, ``K == N``) a leading dimension of ``N`` no longer
+says "one row per observation", so the per-observation entries must be named
+(``obs_dim_vars``).
 
 The held-out log-likelihood of a refit is recomputed by the program itself: the refit's
 draws are unconstrained with the *full-data* model and its generated quantities
@@ -78,7 +81,7 @@ def _combine_chains(parts: list[Draws]) -> Draws:
         log_q=cat([p.log_q for p in parts]), sample_stats=stats, source=source,
     )
 
-_NOT_PER_OBS = ("N", "mixis", "mixis_n_rows", "mixis_rows")
+_MIXIS_DATA = ("mixis", "mixis_n_rows", "mixis_rows")
 _MIXIS_DECL = re.compile(r"\bint\s*<[^>]*>\s*mixis\s*;|\bint\s+mixis\s*;")
 
 
@@ -105,6 +108,34 @@ def _leading_dim(value) -> int | None:
     return len(value)
 
 
+def log_lik_size(code: str, log_lik: str = "log_lik") -> str | None:
+    """The size expression of ``log_lik``'s top-level declaration in generated quantities
+    (``vector[J] log_lik;`` -> ``"J"``), or None where the program does not say it simply.
+
+    Examples
+    --------
+    >>> log_lik_size("data { int J; } generated quantities { vector[J] log_lik; }")
+    'J'
+    """
+    from loo_adapt.stan import stan_source as _src
+
+    try:
+        masked = _src.mask(code)
+        blks = _src.blocks(masked)
+        if "generated quantities" not in blks:
+            return None
+        _, g_open, g_end = blks["generated quantities"]
+        stmts = _src.parse(masked, g_open + 1, g_end - 1)
+    except _src.SourceError:
+        return None
+    for st in stmts:
+        if st.kind == "decl" and log_lik in st.declares:
+            m = re.match(r"\s*(?:vector|row_vector|array)\s*(?:<[^>]*>\s*)?\[\s*([A-Za-z]\w*)\s*\]",
+                         _src.text_of(masked, st))
+            return m.group(1) if m else None
+    return None
+
+
 class StanProgram:
     """A Stan program (bundled name or ``.stan`` path) with its data.
 
@@ -120,8 +151,11 @@ class StanProgram:
     fit_kwargs : default keyword arguments of every fit (e.g. ``adapt_delta``).
     obs_dim_vars : names of the per-observation data entries (their leading axis is the
         observation), or a mapping name -> observation axis. None detects them: every entry
-        whose leading dimension equals ``N``.
+        whose leading dimension equals the number of observations.
     log_lik : name of the pointwise log-likelihood generated quantity.
+    n_obs_var : the data entry holding the number of observations (the one a refit reduces
+        by one).  None: the integer data entry that sizes ``log_lik`` in generated
+        quantities (``vector[J] log_lik;`` -> ``J``), else ``N``.
 
     Examples
     --------
@@ -142,6 +176,7 @@ class StanProgram:
         fit_kwargs: Mapping | None = None,
         obs_dim_vars: Sequence[str] | Mapping[str, int] | None = None,
         log_lik: str = "log_lik",
+        n_obs_var: str | None = None,
     ):
         self.stan_file, self.name = _stan._resolve_program(stan_file_or_bundled_name)
         self._declares_mixis = bool(_MIXIS_DECL.search(self.stan_file.read_text()))
@@ -160,8 +195,9 @@ class StanProgram:
             raise ValueError(
                 f"fit_kwargs must not set {sorted(reserved)}: pass them to fit()/refit_without()"
             )
-        self.obs_dim_vars = self._check_obs_dim_vars(obs_dim_vars)
         self.log_lik_name = log_lik
+        self.n_obs_var = self._find_n_obs_var(n_obs_var)
+        self.obs_dim_vars = self._check_obs_dim_vars(obs_dim_vars)
         self._log_density = None
         self._flagged = None  # with_mixis(), written once
 
@@ -173,21 +209,42 @@ class StanProgram:
 
     def __repr__(self) -> str:
         what = self.name or str(self.stan_file)
-        n = self.data.get("N", "?")
-        return f"StanProgram({what!r}, N={n}, backend={self.backend!r})"
+        size = self.n_obs_var
+        n = self.data.get(size, "?")
+        return f"StanProgram({what!r}, {size}={n}, backend={self.backend!r})"
 
     # ---- data -----------------------------------------------------------------------------
+    def _find_n_obs_var(self, given: str | None) -> str:
+        """The data entry counting the observations: ``given``, else the integer data entry
+        sizing ``log_lik`` in generated quantities, else ``N``."""
+        if given is not None:
+            if not isinstance(given, str) or given not in self.data:
+                raise ValueError(f"n_obs_var={given!r} is not a data entry; the data has "
+                                 f"{sorted(self.data)}")
+            return given
+        try:
+            code = self.stan_file.read_text(encoding="utf-8")
+        except OSError:
+            return "N"
+        size = log_lik_size(code, self.log_lik_name)
+        if size is not None and size in self.data and _is_size_scalar(self.data[size]):
+            return size
+        return "N"
+
     @property
     def n_obs(self) -> int:
-        """Number of observations: the data's ``N``."""
-        if "N" not in self.data:
+        """Number of observations: the data entry ``n_obs_var`` (``N`` unless the program
+        sizes ``log_lik`` by another)."""
+        size = self.n_obs_var
+        if size not in self.data:
             raise ValueError(
-                "the data has no N: leave-one-out needs the number of observations as the "
-                "data entry N"
+                f"the data has no {size}: leave-one-out needs the number of observations as "
+                f"a data entry (N, or the one that sizes {self.log_lik_name} in generated "
+                "quantities; StanProgram(..., n_obs_var=...) names another)"
             )
-        n = self.data["N"]
+        n = self.data[size]
         if not _is_size_scalar(n):
-            raise TypeError(f"data entry N must be an integer, got {n!r}")
+            raise TypeError(f"data entry {size} must be an integer, got {n!r}")
         return int(n)
 
     @property
@@ -198,7 +255,7 @@ class StanProgram:
     @property
     def y(self) -> np.ndarray | None:
         """The data's ``y`` when it is a binary (0/1) outcome vector of length N, else None."""
-        if "y" not in self.data or "N" not in self.data:
+        if "y" not in self.data or self.n_obs_var not in self.data:
             return None
         y = np.asarray(self.data["y"])
         if y.ndim != 1 or y.shape[0] != self.n_obs or y.dtype.kind not in "biuf":
@@ -220,14 +277,16 @@ class StanProgram:
         for name, axis in axes.items():
             if name not in self.data:
                 raise ValueError(f"obs_dim_vars names {name!r}, which is not in the data")
-            if name == "N":
-                raise ValueError("obs_dim_vars must not contain N itself (it is reduced anyway)")
+            if name == self.n_obs_var:
+                raise ValueError(f"obs_dim_vars must not contain {name} itself (it is reduced "
+                                 "anyway)")
             shape = np.shape(self.data[name])
             if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
                 raise TypeError(f"axis of {name!r} must be an integer, got {axis!r}")
             if not 0 <= axis < len(shape) or shape[axis] != n:
                 raise ValueError(
-                    f"data entry {name!r} has shape {shape}: axis {axis} is not of length N = {n}"
+                    f"data entry {name!r} has shape {shape}: axis {axis} is not of length "
+                    f"{self.n_obs_var} = {n}"
                 )
         return axes
 
@@ -237,27 +296,31 @@ class StanProgram:
             return dict(self.obs_dim_vars)
         n = self.n_obs
         # the mixture-IS flags are never per-observation (mixis_rows may have N entries)
-        rest = {k: v for k, v in self.data.items() if k not in _NOT_PER_OBS}
+        skip = (self.n_obs_var,) + _MIXIS_DATA
+        rest = {k: v for k, v in self.data.items() if k not in skip}
         per_obs = {k: 0 for k, v in rest.items() if _leading_dim(v) == n}
         twins = sorted(k for k, v in rest.items() if _is_size_scalar(v) and int(v) == n)
         if twins and per_obs:
             raise ValueError(
                 f"cannot tell which data entries are per-observation: {twins} "
-                f"{'equals' if len(twins) == 1 else 'equal'} N = {n}, so entries with a leading "
+                f"{'equals' if len(twins) == 1 else 'equal'} {self.n_obs_var} = {n}, so entries "
+                "with a leading "
                 f"dimension of {n} ({sorted(per_obs)}) may be indexed by either; pass "
                 "obs_dim_vars=[...] naming the per-observation entries"
             )
         if not per_obs:
             raise ValueError(
-                f"no data entry has a leading dimension equal to N = {n}; pass obs_dim_vars"
+                f"no data entry has a leading dimension equal to {self.n_obs_var} = {n}; pass "
+                "obs_dim_vars"
             )
         return per_obs
 
     def data_without(self, i) -> dict:
-        """The data without observation ``i`` (0-based): per-observation rows dropped, N - 1.
+        """The data without observation ``i`` (0-based): per-observation rows dropped, the
+        count ``n_obs_var`` (``N``) one less.
 
         ``i`` may also be a sequence of distinct indices (a K-fold fold): all of them are
-        dropped and N shrinks by their number.
+        dropped and the count shrinks by their number.
         """
         n = self.n_obs
         if np.ndim(i) == 0:
@@ -271,7 +334,7 @@ class StanProgram:
         out = dict(self.data)
         for name, axis in self.observation_vars().items():
             out[name] = np.delete(np.asarray(self.data[name]), rows, axis=axis)
-        out["N"] = n - rows.size
+        out[self.n_obs_var] = n - rows.size
         return out
 
     # ---- fits -----------------------------------------------------------------------------
@@ -540,7 +603,7 @@ class StanProgram:
             self._flagged = type(self)(path, data, backend=self.backend,
                                        fit_kwargs=self.fit_kwargs,
                                        obs_dim_vars=self.obs_dim_vars,
-                                       log_lik=self.log_lik_name)
+                                       log_lik=self.log_lik_name, n_obs_var=self.n_obs_var)
         return self._flagged
 
     def fit_mixture(self, posterior: Draws | None = None, *, seed: int = 1, **kw) -> Draws:

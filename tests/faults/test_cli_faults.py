@@ -534,6 +534,32 @@ def test_data_with_another_number_of_observations(tmp_path, capsys, nothing_runs
         assert "--data" in line and "N = 50" in line and "54 columns" in line, line
 
 
+def test_observations_counted_by_the_entry_that_sizes_log_lik(tmp_path, capsys,
+                                                              nothing_runs):
+    """A --program whose log_lik is sized by J (grouped data: N rows in J groups) is
+    counted by J: data with the fit's J but another N is not refused, data with another J
+    is, naming J."""
+    from loo_adapt.cli import matching
+
+    program = tmp_path / "groups.stan"
+    program.write_text(Path(DATA / "logistic_normal.stan").read_text()
+                       .replace("vector[N] log_lik;", "vector[J] log_lik;")
+                       .replace("int<lower=1> N;", "int<lower=1> N;\n  int<lower=1> J;"))
+    assert "int<lower=1> J;" in program.read_text()
+    data = json.loads(DATA_JSON.read_text())
+    assert matching.count_name(program, {**data, "J": 54}) == "J"
+    assert matching.count_name(program, data) == "N"  # no J in the data: N
+    assert matching.count_name(DATA / "logistic_normal.stan", {**data, "J": 54}) == "N"
+    matching.check_observations({**data, "N": 300, "J": 54}, "d.json", 54, "J")
+    with pytest.raises(matching.MismatchError, match="d.json has J = 50 observations"):
+        matching.check_observations({**data, "J": 50}, "d.json", 54, "J")
+    path = _json(tmp_path, "groups.json", {**data, "J": 50})
+    rc, _, err = _run(capsys, "evaluate", SAMPLE, "--data", path, "--out", tmp_path / "rep",
+                      "-q", "--program", program)
+    line = _one_line(err)
+    assert rc == 1 and MISMATCH in line and "J = 50" in line and "54 columns" in line, line
+
+
 def test_program_data_block_checked_before_sampling(tmp_path, capsys, nothing_runs):
     """--program's declared data entries missing from --data, a program of other
     parameters, a program writing no log_lik: refused from the source, before any fit."""

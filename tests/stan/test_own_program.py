@@ -52,3 +52,49 @@ def test_recommended_call_on_a_users_own_program():
     # PSIS is easy here: the totals agree within their Monte Carlo error
     se = np.hypot(pw.estimates()["mcse_elpd_loo"], psis.estimates()["mcse_elpd_loo"])
     assert abs(pw.estimates()["elpd_loo"] - psis.estimates()["elpd_loo"]) < 3 * se
+
+
+# ---- a program sized by J, not N (eight schools with tau known): the count of observations
+# is the data entry that sizes log_lik, and leaving group j out has a closed form
+SCHOOLS = pathlib.Path(__file__).resolve().parent / "programs" / "schools_known_tau.stan"
+SCHOOLS_DATA = {"J": 8, "y": [28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0],
+                "sigma": [15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0], "tau": 6.0}
+
+
+def _schools_loo(data):
+    """log p(y_j | y_-j): y_k ~ N(mu, sigma_k^2 + tau^2) given mu ~ N(0, 5^2), so mu | y_-j is
+    normal and y_j | y_-j ~ N(m_-j, v_-j + tau^2 + sigma_j^2)."""
+    from scipy import stats
+
+    y, s, tau = np.asarray(data["y"]), np.asarray(data["sigma"]), data["tau"]
+    out = np.empty(y.size)
+    for j in range(y.size):
+        keep = np.arange(y.size) != j
+        prec = 1 / 25 + np.sum(1 / (s[keep] ** 2 + tau**2))
+        m = np.sum(y[keep] / (s[keep] ** 2 + tau**2)) / prec
+        out[j] = stats.norm.logpdf(y[j], m, np.sqrt(1 / prec + tau**2 + s[j] ** 2))
+    return out
+
+
+def test_program_sized_by_another_name_than_n():
+    program = StanProgram(SCHOOLS, SCHOOLS_DATA, backend="stanli")
+    assert program.n_obs_var == "J" and program.n_obs == 8
+    out = program.data_without(2)
+    assert out["J"] == 7 and out["tau"] == 6.0 and "N" not in out
+    np.testing.assert_array_equal(out["y"], np.delete(SCHOOLS_DATA["y"], 2))
+    np.testing.assert_array_equal(out["sigma"], np.delete(SCHOOLS_DATA["sigma"], 2))
+    assert "J=8" in repr(program)
+    # named explicitly, and a name that is not in the data
+    assert StanProgram(SCHOOLS, SCHOOLS_DATA, backend="stanli", n_obs_var="J").n_obs == 8
+    with pytest.raises(ValueError, match="n_obs_var='K' is not a data entry"):
+        StanProgram(SCHOOLS, SCHOOLS_DATA, backend="stanli", n_obs_var="K")
+    fit = program.fit(chains=4, warmup=500, draws=1000, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = loo_adapt.loo(fit, program=program, seed=2, progress=False,
+                            refit_kwargs={"max_refits": 8, "n_jobs": 1}).loo_adapt
+    truth = _schools_loo(SCHOOLS_DATA)
+    assert res.checked_for_bias.all(), res.reason
+    z = (res.elpd_i - truth) / res.mcse_elpd_i
+    assert np.all(np.abs(z) < 4.0), z
+    assert abs(res.elpd_i.sum() - truth.sum()) < 3 * res.estimates()["mcse_elpd_loo"] + 0.02
