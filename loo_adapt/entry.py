@@ -122,7 +122,8 @@ def focused_sampler(program, draws: Draws, seed: int | None, progress: bool):
         kw = {k: v for k, v in (("chains", chains), ("draws", draws),
                                 ("max_treedepth", max_treedepth)) if v is not None}
         try:
-            with stage_progress(f"MixIS: a mixture fit focused on {len(rows)} rows",
+            k = len(rows)
+            with stage_progress(f"MixIS: a mixture fit focused on {k} row{'' if k == 1 else 's'}",
                                 enabled=progress):
                 return flagged.fit_mixture(posterior, rows=rows, seed=seed, **kw), ""
         except Exception as err:  # noqa: BLE001 - any failed fit: the rows go on to refits

@@ -104,6 +104,10 @@ def dominated(result):
     return (top, left, int(n_draws)) if left < DOMINATED_DRAWS else None
 
 
+def _rows(k: int) -> str:
+    return f"{k} row" if k == 1 else f"{k} rows"
+
+
 def _from_mixis(result, rows) -> np.ndarray:
     """Which of ``rows`` ``result`` holds from MixIS (method "mixis" or "mixis+psis")."""
     method = np.asarray(result.method, dtype=object)[rows]
@@ -156,6 +160,7 @@ class FocusedMixIS:
             mixis_loo,
             mixis_loo_prob,
             mixture_draws_check,
+            too_divergent,
         )
 
         rows = np.asarray(rows, dtype=np.int64)
@@ -174,7 +179,7 @@ class FocusedMixIS:
             if check.ok is False:
                 return self._skip(rows, check.message)
             if check.ok is None:  # the package's own fit: used, and said so
-                untold = (f"The mixture fit focused on {rows.size} rows was used although "
+                untold = (f"The mixture fit focused on {_rows(rows.size)} was used although "
                           f"{check.message}: each row is verified by its own MCSE")
         est = mixis_loo(sub, mcse=self.mcse)
         prob = p1 = None
@@ -193,14 +198,19 @@ class FocusedMixIS:
             "" if good else (
                 f"focused MixIS MCSE {m:.2f} > {self.max_mcse:.2f}" if e else str(few))
             for good, m, e, few in zip(ok, est.mcse_elpd_i, enough, too_few)], dtype=object)
-        div = divergence_note(fit, f"The mixture fit focused on {rows.size} rows")
+        wild = too_divergent(fit, f"the mixture fit focused on {_rows(rows.size)}")
+        if wild:  # no row verified; another round would be as divergent
+            ok[:] = False
+            reason = np.array([wild if not r else f"{r}; {wild}" for r in reason],
+                              dtype=object)
+        div = divergence_note(fit, f"The mixture fit focused on {_rows(rows.size)}")
         out = Estimate.make(
             self.name, rows, est.elpd_i, est.mcse_elpd_i, ok, diagnostic=est.ess,
             method="mixis", loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
             reason=reason, row_draws=records, notes=tuple(t for t in (untold, div) if t))
         # rows above the bar, or with too few effective draws in this fit (a long enough
         # fit): one more fit focused on them alone gives each a larger share of its draws
-        again = ~ok & (est.n_samples >= MIN_DRAWS)
+        again = ~ok & (est.n_samples >= MIN_DRAWS) & (not wild)
         if self.rounds > 1 and 0 < again.sum() < rows.size:
             out = self._again(ctx, out, again)
         return out

@@ -29,6 +29,7 @@ import re
 import numpy as np
 
 from loo_adapt.draws import Draws
+from loo_adapt.estimators.mixis import MAX_DIVERGENT_SHARE, divergent_count
 from loo_adapt.stan import backends as _stan
 from loo_adapt.stan import stan_source as _src
 from loo_adapt.stan import stanc as _stanc
@@ -493,6 +494,7 @@ def fit_mixture(
     rows=None,
     parallel_chains: int | None = None,
     max_treedepth: int | None = None,
+    retry_divergent: bool = True,
 ) -> Draws:
     """Draws of the mixture-IS proposal, warm-started from a posterior fit when one is given.
 
@@ -523,6 +525,11 @@ def fit_mixture(
         (``fit_kwargs["max_treedepth"]``, else 10); None: the program's.  A capped trajectory
         is still a valid MCMC transition, only a shorter one
         (`loo_adapt.estimators.focused.posterior_tree_depth`).
+    retry_divergent : a warm-started fit with more than
+        `loo_adapt.estimators.mixis.MAX_DIVERGENT_SHARE` of its draws divergent is run once
+        more at ``adapt_delta`` `loo_adapt.stan.refit.RETRY_ADAPT_DELTA` (smaller steps, as a
+        refit with divergences is rerun), with another seed; the rerun replaces it (its
+        ``source`` says so).  MixIS verifies no row from a fit still above that share.
 
     Returns
     -------
@@ -567,9 +574,37 @@ def fit_mixture(
         depth = min(depth, int(max_treedepth))
     what = (f"focused mixis proposal ({len(focus['mixis_rows'])} rows)" if focus
             else "mixis proposal")
-    source = (f"{backend} NUTS fit of {program.stan_file.name}, {what} warm-started "
-              f"from the posterior: {chains} chains x {draws} draws after {warmup} warm-up, "
-              f"max tree depth {depth}, seed {seed}")
+    out = _warm_fit(program, backend, data, opts, chains=chains, warmup=warmup, draws=draws,
+                    seed=seed, delta=delta, depth=depth, capped=capped, parallel=parallel)
+    out.source = (f"{backend} NUTS fit of {program.stan_file.name}, {what} warm-started "
+                  f"from the posterior: {chains} chains x {draws} draws after {warmup} "
+                  f"warm-up, max tree depth {depth}, seed {seed}")
+    k, n = divergent_count(out)
+    if retry_divergent and k > MAX_DIVERGENT_SHARE * n:
+        from loo_adapt.stan.refit import RETRY_ADAPT_DELTA
+
+        retry = max(float(delta), RETRY_ADAPT_DELTA)
+        if retry > delta:
+            again = _warm_fit(program, backend, data, opts, chains=chains, warmup=warmup,
+                              draws=draws, seed=seed + RETRY_SEED_OFFSET, delta=retry,
+                              depth=depth, capped=capped, parallel=parallel)
+            again.source = (f"{out.source}; rerun at adapt_delta {retry:g}, seed "
+                            f"{seed + RETRY_SEED_OFFSET}, after {k} divergent transitions "
+                            f"in {n} draws at adapt_delta {delta:g}")
+            again.config = {**again.config, "adapt_delta": retry,
+                            "rerun_after_divergent": (f"{k} of {n} draws divergent at "
+                                                      f"adapt_delta {delta:g}")}
+            out = again
+    return out
+
+
+#: seed offset of the rerun of a mixture fit with too many divergent transitions
+RETRY_SEED_OFFSET = 1_000_003
+
+
+def _warm_fit(program, backend, data, opts, *, chains, warmup, draws, seed, delta, depth,
+              capped, parallel) -> Draws:
+    """One warm-started NUTS fit of the flagged program (``opts``: `warm_start`'s)."""
     if backend == "stanli":
         import stanli
 
@@ -602,5 +637,4 @@ def fit_mixture(
         raise NotImplementedError(
             "a warm-started mixture fit needs CmdStan or stanli (PyStan takes no metric); "
             "pass posterior=None for a cold fit")
-    out.source = source
     return out

@@ -327,3 +327,38 @@ def test_divergent_mixture_draws_get_a_note_and_clean_ones_none():
     assert "2 divergent transitions in 4000 draws" in notes["two"][0]
     assert "adapt_delta" in notes["two"][0]
     assert notes["none"] == notes["absent"] == []
+
+
+def test_mixture_draws_with_many_divergences_verify_no_row():
+    """Exact mixture draws marked 2 % divergent (above MAX_DIVERGENT_SHARE): MixIS keeps its
+    estimates (right here: the draws are exact) but verifies no row, each saying why; at
+    0.5 % the rows are verified by their MCSE, with the note."""
+    import warnings
+
+    from loo_adapt import loo
+    from loo_adapt.estimators.mixis import MAX_DIVERGENT_SHARE
+    from loo_adapt.io.arrays import read_dict
+
+    assert MAX_DIVERGENT_SHARE == 0.01
+    rng = np.random.default_rng(9)
+    post = _log_lik(rng.normal(*_posterior(Y)[:1], np.sqrt(_posterior(Y)[1]), 4000), Y)
+    mix = _log_lik(_exact_mixture_draws(Y, 4000, rng), Y)
+    out = {}
+    for k in (80, 20):
+        div = np.zeros(4000)
+        div[rng.choice(4000, size=k, replace=False)] = 1.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out[k] = loo(read_dict({"log_lik": post.reshape(4, 1000, -1)}, method="mcmc"),
+                         estimator="mixis", mixis_pool_khat=None, mixis_draws=read_dict(
+                             {"log_lik": mix.reshape(4, 1000, -1)}, method="mcmc",
+                             sample_stats={"divergent__": div.reshape(4, 1000)})).loo_adapt
+    truth = _loo_truth(Y)
+    for res in out.values():
+        assert set(res.method) == {"mixis"}
+        assert np.all(np.abs(res.elpd_i - truth) < 4 * res.mcse_elpd_i)
+    assert not out[80].reliable.any()
+    assert all("80 divergent transitions in 4000 draws (more than 1%)" in r
+               for r in out[80].reason)
+    assert out[20].reliable.sum() == out[20].n_obs - np.sum(out[20].mcse_elpd_i > 0.1)
+    assert any("20 divergent transitions" in n for n in out[20].notes)

@@ -289,6 +289,33 @@ def test_warm_started_mixture_fit_takes_a_tree_depth_cap():
         program.fit_mixture(posterior, seed=2, chains=2, warmup=20, draws=50, max_treedepth=0)
 
 
+def test_divergent_mixture_fit_is_rerun_at_a_higher_adapt_delta():
+    """A centred hierarchical program (leave one group out): the warm-started mixture fit
+    at adapt_delta 0.8 has more than 1 % of its draws divergent; fit_mixture reruns it once
+    at 0.99 with another seed, records that in the draws, and the rerun has fewer."""
+    from loo_adapt.estimators.mixis import MAX_DIVERGENT_SHARE, divergent_count
+
+    rng = np.random.default_rng(1)
+    n_groups, n = 6, 30
+    g = rng.integers(1, n_groups + 1, n)
+    y = rng.normal(0, 1, n_groups)[g - 1] + rng.normal(size=n)
+    data = {"N": n, "J": n_groups, "g": g.tolist(), "y": y.tolist()}
+    program = StanProgram(pathlib.Path(__file__).resolve().parent / "programs"
+                          / "centred_groups.stan", data, backend="stanli")
+    assert program.n_obs_var == "J"  # log_lik is sized by J
+    posterior = program.fit(seed=1)
+    flagged = program.with_mixis()
+    first = flagged.fit_mixture(posterior, seed=3, retry_divergent=False)
+    k0, n0 = divergent_count(first)
+    assert k0 > MAX_DIVERGENT_SHARE * n0 and "rerun" not in first.source
+    mix = flagged.fit_mixture(posterior, seed=3)
+    k1, n1 = divergent_count(mix)
+    assert mix.config["adapt_delta"] == 0.99 and "rerun at adapt_delta 0.99" in mix.source
+    assert mix.config["rerun_after_divergent"] == (f"{k0} of {n0} draws divergent at "
+                                                   "adapt_delta 0.8")
+    assert n1 == n0 and k1 < k0
+
+
 def test_loo_does_mixis_from_a_program_built_from_the_family():
     """loo(fit, method="mixis") with the program from the family alone, against truth."""
     from loo_adapt import loo

@@ -87,6 +87,16 @@ def _schools(rng):
             "sigma": [15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]}
 
 
+def _schools_tau(rng):
+    return {**_schools(rng), "tau": 6.0}
+
+
+def _group_index(rng, n_groups=4, n=16):
+    g = rng.integers(1, n_groups + 1, size=n)
+    return {"N": n, "J": n_groups, "g": g, "y": rng.normal(size=n_groups)[g - 1]
+            + rng.normal(size=n)}
+
+
 def _binomial(rng, n=6):
     return {"N": n, "k": rng.binomial(10, 0.3, size=n)}
 
@@ -122,6 +132,9 @@ CORPUS = {
                                 "from _rng), a quantity computed from log_lik afterwards",
                                 _schools),
     "no_model_block_vector_fn": ("no model block, row_vector log_lik", _binomial),
+    "schools_known_tau": ("log_lik sized by J, no N in the data", _schools_tau),
+    "centred_groups": ("log_lik per group filled with += over a group index, sized by J "
+                       "while the data also has N", _group_index),
 }
 
 
