@@ -108,6 +108,49 @@ def _rows(k: int) -> str:
     return f"{k} row" if k == 1 else f"{k} rows"
 
 
+#: fewest rows a focused fit that fails its check against the posterior draws must share
+#: with an earlier mixture fit's estimates for their agreement to speak for it
+SECOND_OPINION_ROWS = 3
+
+
+def _second_opinion(ctx, rows, est, failed: str, what: str) -> str:
+    """A note when a focused fit that failed `mixture_draws_check` against the posterior
+    draws agrees with an earlier, independent mixture fit (the full one, or the easy-row
+    focus) on its rows, else "".
+
+    The check compares two fits, so its failure says one of them is off, not which.  Where
+    the posterior fit is the one off (short chains that all under-explore alike: on the relu1
+    fixture PSIS's sum over 23 easy rows is +0.77 off the brute-force truth, MixIS's -0.14),
+    a focused fit on the rows where PSIS and MixIS disagree fails against it (+4.8 SEs) while
+    agreeing with the full mixture fit.  Two mixture fits (different targets and seeds) that
+    agree, against the posterior draws, point at the posterior draws: the focused estimates
+    are used, verified by their MCSE.  At least `SECOND_OPINION_ROWS` rows must be compared
+    (held from MixIS alone, "mixis": a row pooled with PSIS is not independent of the
+    posterior draws), and agree by `loo_adapt.estimators.arbiter.agree`.
+    """
+    from loo_adapt.estimators.arbiter import agree
+
+    res = ctx.result
+    if res is None or res.method is None:
+        return ""
+    method = np.asarray(res.method, dtype=object)[rows]
+    prior = np.asarray(res.elpd_i, dtype=float)[rows]
+    prior_se = np.asarray(res.mcse_elpd_i, dtype=float)[rows]
+    same = (method == "mixis") & np.isfinite(prior) & np.isfinite(prior_se)
+    same &= np.isfinite(est.elpd_i) & np.isfinite(est.mcse_elpd_i)
+    if same.sum() < SECOND_OPINION_ROWS:
+        return ""
+    ok, z, z_sum = agree(est.elpd_i[same], est.mcse_elpd_i[same], prior[same],
+                         prior_se[same])
+    if not ok:
+        return ""
+    return (f"The mixture fit focused on {what} failed its check against the posterior draws "
+            f"({failed}) but agrees with the earlier mixture fit's independent estimates of "
+            f"{int(same.sum())} of those rows (up to {float(np.max(np.abs(z))):.1f} combined "
+            f"MCSEs, sum {z_sum:+.1f}): the posterior draws are the odd one out, so the "
+            "focused estimates are used, each row verified by its own MCSE")
+
+
 def _from_mixis(result, rows) -> np.ndarray:
     """Which of ``rows`` ``result`` holds from MixIS (method "mixis" or "mixis+psis")."""
     method = np.asarray(result.method, dtype=object)[rows]
@@ -173,15 +216,19 @@ class FocusedMixIS:
             return self._skip(rows, f"the focused fit has {ll.reshape(fit.n_samples, -1).shape[1]}"
                                     f" observations, the LOO has {n}")
         sub = ll.reshape(fit.n_chains, -1, n)[..., rows]
+        est = mixis_loo(sub, mcse=self.mcse)
         untold = ""
         if not ctx.draws.is_approximate:
-            check = mixture_draws_check(ctx.log_lik[:, rows], sub.reshape(-1, rows.size))
+            check = mixture_draws_check(ctx.log_lik[:, rows], sub.reshape(-1, rows.size),
+                                        chains_posterior=ctx.draws.n_chains,
+                                        chains_mixture=sub.shape[0])
             if check.ok is False:
-                return self._skip(rows, check.message)
+                untold = _second_opinion(ctx, rows, est, check.message, _rows(rows.size))
+                if not untold:
+                    return self._skip(rows, check.message)
             if check.ok is None:  # the package's own fit: used, and said so
                 untold = (f"The mixture fit focused on {_rows(rows.size)} was used although "
                           f"{check.message}: each row is verified by its own MCSE")
-        est = mixis_loo(sub, mcse=self.mcse)
         prob = p1 = None
         if ctx.y is not None:
             log_p1 = bernoulli_log_p1(sub, ctx.y[rows])

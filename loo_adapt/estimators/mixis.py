@@ -425,7 +425,22 @@ class DrawsCheck(NamedTuple):
     khat: float
 
 
-def mixture_draws_check(log_lik_posterior, log_lik_mixture, z: float = 4.0) -> DrawsCheck:
+def _mean_se(values, chains: int) -> float:
+    """Monte Carlo SE of the mean of ``values`` (S,), stacked chain by chain: their sd over
+    the square root of Stan's split-chain ESS of a mean (at most S: no credit for
+    antithetic chains), so that autocorrelated MCMC draws are not counted as independent."""
+    values = np.asarray(values, dtype=float)
+    sd = float(values.std(ddof=1))
+    size = values.size
+    chains = max(1, int(chains))
+    if sd == 0.0 or size % chains or size // chains < 8:
+        return sd / np.sqrt(size)
+    ess = float(ess_mean(values.reshape(chains, -1)))
+    return sd / np.sqrt(min(max(ess, 1.0), float(size)))
+
+
+def mixture_draws_check(log_lik_posterior, log_lik_mixture, z: float = 4.0, *,
+                        chains_posterior: int = 1, chains_mixture: int = 1) -> DrawsCheck:
     """Are these really draws of the mixture posterior?
 
     The mixture q is proportional to p(theta | D) exp(lse(theta)), lse = log sum_j 1/l_j, so
@@ -449,6 +464,11 @@ def mixture_draws_check(log_lik_posterior, log_lik_mixture, z: float = 4.0) -> D
     log_lik_posterior : (S, n) pointwise log-likelihood at posterior (MCMC) draws.
     log_lik_mixture : (S', n) the same at the draws passed as mixture draws.
     z : refuse when the two means differ by more than ``z`` Monte Carlo SEs.
+    chains_posterior, chains_mixture : the chains the draws are stacked from (chain-major):
+        each side's Monte Carlo SE counts the effective draws of its chains (Stan's
+        split-chain ESS), not the draws.  Counted as independent, the short autocorrelated
+        chains of the relu1 fixture (4 x 250) made a correct focused mixture fit fail at
+        +5.0 SEs.
 
     Returns
     -------
@@ -465,11 +485,12 @@ def mixture_draws_check(log_lik_posterior, log_lik_mixture, z: float = 4.0) -> D
     lse_p = logsumexp(-post, axis=-1).ravel()
     lse_q = logsumexp(-mix, axis=-1).ravel()
     m_post = float(lse_p.mean())
-    se_post = float(lse_p.std(ddof=1) / np.sqrt(lse_p.size))
+    se_post = _mean_se(lse_p, chains_posterior)
     log_w = -lse_q - logsumexp(-lse_q)
     w = np.exp(log_w)
     m_mix = float(np.sum(w * lse_q))
-    se_mix = float(np.sqrt(np.sum(w**2 * (lse_q - m_mix) ** 2)))
+    # self-normalised IS: the influence S w_s (f_s - m) averages to the estimate's error
+    se_mix = _mean_se(lse_q.size * w * (lse_q - m_mix), chains_mixture)
     value = (m_mix - m_post) / max(float(np.hypot(se_post, se_mix)), 1e-12)
     khat = np.nan  # too few draws for a tail fit: the z decides (MixIS finds them too few)
     if log_w.size >= MIN_DRAWS:
@@ -687,7 +708,9 @@ class MixIS:
         own = getattr(ctx, "own_mixture", False)
         untold = ""
         if not ctx.draws.is_approximate:
-            check = mixture_draws_check(ctx.log_lik, ll.reshape(-1, n))
+            check = mixture_draws_check(ctx.log_lik, ll.reshape(-1, n),
+                                        chains_posterior=ctx.draws.n_chains,
+                                        chains_mixture=ll.shape[0])
             if check.ok is False and own:
                 return self._skip(ctx, rows, check.message)
             if check.ok is False:

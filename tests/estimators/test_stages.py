@@ -6,6 +6,7 @@ different code must agree), closed-form normal means, and the CmdStan fixture tr
 """
 
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -256,7 +257,7 @@ def test_posterior_draws_passed_as_mixture_draws_are_refused():
 
 
 # ---- a normal mean (known variance), one outlier: PSIS fails on it alone; the posterior
-# draws, passed off as mixture draws, fail `mixture_draws_check` (-22.6 Monte Carlo SEs)
+# draws, passed off as mixture draws, fail `mixture_draws_check` (-22 Monte Carlo SEs)
 Y_OUT = np.array([-0.4, 0.3, 1.1, -1.2, 0.5, 0.0, 0.8, -0.6, 0.2, -0.1, 9.0])
 
 
@@ -305,10 +306,11 @@ def test_own_mixture_fit_failing_its_check_leaves_rows_to_the_later_stages():
     mix = res.row_history(10)[0]
     assert mix["estimator"] == "mixis" and not mix["reliable"]
     assert mix["reason"].startswith("k-hat") and OWN_FIT_FAILED in mix["reason"]
-    assert "-22.6 Monte Carlo SEs" in mix["reason"]
+    far = re.compile(r"\(-2\d\.\d Monte Carlo SEs")  # the check's numbers, far beyond 4
+    assert far.search(mix["reason"])
     assert len(res.notes) == 1 and res.notes[0].startswith("MixIS verified no row: the "
                                                            "package's mixture fit failed")
-    assert "-22.6 Monte Carlo SEs" in res.notes[0]
+    assert far.search(res.notes[0])
     # the same draws given by the user (own_mixture False) still stop the call
     ctx = Context(draws=post, mixture_fn=lambda: post, refit_runner=refit_loo)
     with pytest.raises(ValueError, match="do not look like draws.*with_mixis"):
@@ -473,6 +475,70 @@ def test_mixture_the_check_cannot_tell_about(own):
     assert any("cannot tell" in n and "own mixture fit" in n for n in res.notes)
     ok = res.reliable
     assert np.all(np.abs(res.elpd_i[ok] - truth[ok]) <= 4.0 * res.mcse_elpd_i[ok])
+
+
+def _focused_normal_mean_draws(y, rows, shape, rng, shift=0.0):
+    """log_lik at exact draws of the mixture of the leave-one-out posteriors of ``rows``
+    (weights 1 / p(y_i | y_-i)), the means moved by ``shift`` (a fit that is off)."""
+    from scipy import stats
+    from scipy.special import softmax
+
+    size = int(np.prod(shape))
+    w = softmax(-_normal_mean_loo(y)[rows])
+    comp = np.asarray(rows)[rng.choice(len(rows), size=size, p=w)]
+    mv = np.array([_normal_mean_post(np.delete(y, i)) for i in range(y.size)])
+    mu = rng.normal(mv[comp, 0] + shift, np.sqrt(mv[comp, 1]))
+    return stats.norm.logpdf(y, mu[:, None], 1.0).reshape(*shape, y.size)
+
+
+@pytest.mark.parametrize("odd_one", ["posterior", "focused"])
+def test_focused_fit_failing_against_the_posterior_asks_the_full_mixture(odd_one):
+    """Three fits: the posterior draws, the full mixture, a mixture focused on 8 rows.  Where
+    the posterior draws are off (every mean moved by half a posterior sd) the focused fit
+    fails its check against them but agrees with the full mixture: its rows are verified,
+    right within their MCSEs of the closed form, and a note says why.  Where the focused fit
+    is the one off, it fails the check and disagrees with the full mixture: skipped."""
+    from scipy import stats
+
+    from loo_adapt.estimators.focused import FocusedMixIS
+    from loo_adapt.estimators.mixis import MixIS
+
+    rng = np.random.default_rng(11)
+    y = np.random.default_rng(2).normal(0.5, 1.0, size=30)
+    m, v = _normal_mean_post(y)
+    rows = np.arange(8)
+
+    def posterior(shift):
+        mu = rng.normal(m + shift, np.sqrt(v), size=4000)
+        return read_dict({"log_lik": stats.norm.logpdf(y, mu[:, None], 1.0).reshape(
+            4, 1000, -1)}, method="mcmc")
+
+    full = read_dict({"log_lik": _normal_mean_draws(y, (4, 1000), rng, True)}, method="mcmc")
+    focused = read_dict({"log_lik": _focused_normal_mean_draws(
+        y, rows, (4, 1000), rng, shift=0.0 if odd_one == "posterior" else np.sqrt(v))},
+        method="mcmc")
+    # the full mixture's MixIS estimates (checked against exact posterior draws)
+    ctx = Context(draws=posterior(0.0), mixture_fn=lambda: full, own_mixture=True, seed=1,
+                  progress=False)
+    res = run_stages(ctx, initial_result(ctx.base, khat_threshold=ctx.threshold),
+                     [Stage(MixIS(pool_khat=None), rows="all", accept="all")])
+    assert set(res.method) == {"mixis"} and res.reliable.all()
+    # the focused stage against posterior draws that are off, or exact ones
+    shift = np.sqrt(v) / 2.0 if odd_one == "posterior" else 0.0
+    ctx = Context(draws=posterior(shift), mixture_fn=lambda: full, own_mixture=True,
+                  seed=1, progress=False, focused_mixture_fn=lambda r, **kw: (focused, ""))
+    ctx.result = res
+    est = FocusedMixIS(rounds=1)(ctx, rows)
+    truth = _normal_mean_loo(y)[rows]
+    if odd_one == "posterior":
+        assert est.reliable.all() and set(est.verified_by) == {"mixis_mcse"}
+        assert np.all(np.abs(est.elpd_i - truth) < 4.0 * est.mcse_elpd_i)
+        assert any("failed its check against the posterior draws" in n
+                   and "the posterior draws are the odd one out" in n for n in est.notes)
+    else:
+        assert not est.reliable.any() and np.isnan(est.elpd_i).all()
+        assert all("focused MixIS skipped: these do not look like draws" in r
+                   for r in est.reason)
 
 
 def test_model_prior_that_is_not_the_fits_is_refused():
