@@ -270,6 +270,7 @@ def loo(
     if var_name is not None and not isinstance(var_name, str):
         raise TypeError(f"var_name must be the name of one log-likelihood variable (a str), "
                         f"got {var_name!r}: call loo() once per variable")
+    var_name = _program_log_lik(program, var_name)
     _check_options(khat_threshold=khat_threshold, seed=seed, transforms=transforms,
                    mixis_max_mcse=mixis_max_mcse, refit_kwargs=refit_kwargs,
                    mixis_pool_khat=mixis_pool_khat, reff=reff, rho=rho)
@@ -309,6 +310,19 @@ def loo(
                                 draws.variables[name].shape[2:])
     return to_elpd_data(result, scale=scale, pointwise=pointwise, layout=layout,
                         log_weights=base.log_weights, approx_posterior=draws.is_approximate)
+
+
+def _program_log_lik(program, var_name):
+    """The log-likelihood variable: ``var_name``, else the program's (``StanProgram(...,
+    log_lik="ll")``); a ``var_name`` other than the program's is refused (the program's
+    ``log_lik`` is what MixIS divides by and refits recompute)."""
+    name = getattr(program, "log_lik_name", None)
+    if name is None or var_name == name:
+        return var_name
+    if var_name is None:
+        return None if name == "log_lik" else name
+    raise ValueError(f"var_name={var_name!r}, but the program's pointwise log-likelihood is "
+                     f"{name!r}: pass StanProgram(..., log_lik={var_name!r})")
 
 
 def _loo_lazy(data, *, var_name, reff, scale, pointwise, khat_threshold, unsupported):

@@ -58,6 +58,30 @@ class ProgramMismatchError(ValueError):
     """The Stan program (or its data) is not the one that produced the draws."""
 
 
+def _random_data_hint(program) -> str:
+    """What to say when the program draws random numbers in transformed data: each load of
+    it (the fit's, this check's, every refit's) draws other values, so no other run of it
+    is the fit's model ("" when it does not)."""
+    import re
+
+    from loo_adapt.stan import stan_source as _src
+
+    try:
+        masked = _src.mask(program.stan_file.read_text(encoding="utf-8"))
+        blocks = _src.blocks(masked)
+    except Exception:  # noqa: BLE001 - no hint without a readable program
+        return ""
+    if "transformed data" not in blocks:
+        return ""
+    _, start, end = blocks["transformed data"]
+    found = re.search(r"\b(\w+_rng)\s*\(", masked[start:end])
+    if found is None:
+        return ""
+    return (f"; the program draws random numbers in transformed data ({found.group(1)}), so "
+            "each run of it draws other values and no later run (this check, a mixture fit, a "
+            "refit) is the fit's model: pass those values as data instead")
+
+
 @dataclass(frozen=True)
 class IdentityCheck:
     """What `check_program_matches` compared (it raises on a mismatch).
@@ -222,7 +246,7 @@ def check_program_matches(program, draws, *, var_name: str | None = None, n_chec
                 f"the program's log density does not match the fit's {which}: their "
                 f"difference varies across draws by up to {resid_max:.3g} (allowed "
                 f"{float(tol[j]):.2g} for the draws' precision), so the prior, the data or the "
-                "model differs from the fit's")
+                f"model differs from the fit's{_random_data_hint(program)}")
     score_z = bound = float("nan")
     if lp_fit is None and not draws.is_approximate:
         which = "score"

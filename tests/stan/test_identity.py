@@ -257,3 +257,53 @@ def test_the_score_check_is_calibrated_on_exact_posterior_draws(tmp_path):
             with pytest.raises(ProgramMismatchError, match="gradient was checked instead"):
                 check_program_matches(wrong, draws)
     assert 0.6 < np.mean(np.square(z)) < 1.5, np.mean(np.square(z))
+
+
+def test_random_numbers_in_transformed_data_are_named_in_the_refusal(tmp_path):
+    """A program drawing in transformed data (here a random prior location) cannot be the
+    fit's model in any later run: the refusal says why and what to do, beside the usual
+    'the prior, the data or the model differs'."""
+    text = (FIX / "logistic_normal.stan").read_text()
+    assert "transformed data" not in text
+    edited = text.replace("parameters {", "transformed data {\n  real shift = normal_rng(0, "
+                          "1);\n}\nparameters {", 1).replace("alpha ~ normal(0, scale_icept)",
+                                                             "alpha ~ normal(shift, scale_icept)")
+    assert "normal(shift, scale_icept)" in edited
+    path = tmp_path / "logistic_tdata_rng.stan"
+    path.write_text(edited)
+    import stanli
+
+    fit = stanli.Model(stan_file=str(path), data=_data("logistic_normal")).sample(
+        seed=2, refresh=0, chains=2, samples=200, warmup=200)
+    with pytest.raises(ProgramMismatchError, match=r"differs from the fit's; the program draws "
+                       r"random numbers in transformed data \(normal_rng\).*pass those values "
+                       "as data"):
+        check_program_matches(StanProgram(path, _data("logistic_normal")), read_draws(fit))
+    # without the draw the same program is no mismatch and gets no such words
+    assert "transformed data" not in str(
+        check_program_matches(_program("logistic_normal"), _draws("logistic_normal", "sample")))
+
+
+def test_the_programs_log_lik_name_is_the_default_var_name(tmp_path):
+    """StanProgram(..., log_lik="ll") names the variable loo() reads; a var_name that
+    contradicts it is refused with the fix."""
+    text = (FIX / "logistic_normal.stan").read_text().replace("log_lik", "ll")
+    path = tmp_path / "logistic_ll.stan"
+    path.write_text(text)
+    draws = _draws("logistic_normal", "sample")
+    renamed = loo_adapt.read_draws({"ll": draws.variables["log_lik"],
+                                    **{k: v for k, v in draws.variables.items()
+                                       if k != "log_lik"}}, method="mcmc",
+                                   sample_stats=draws.sample_stats)
+    program = StanProgram(path, _data("logistic_normal"), log_lik="ll")
+    from loo_adapt.api import _program_log_lik
+
+    assert _program_log_lik(program, None) == "ll"
+    assert _program_log_lik(program, "ll") == "ll"
+    assert _program_log_lik(None, None) is None
+    with pytest.raises(ValueError, match=r"var_name='log_lik'.*StanProgram\(\.\.\., "
+                       r"log_lik='log_lik'\)"):
+        loo_adapt.loo(renamed, program=program, var_name="log_lik")
+    with pytest.raises(ValueError, match=r"var_name='ll'.*StanProgram\(\.\.\., "
+                       r"log_lik='ll'\)"):
+        loo_adapt.loo(renamed, program=_program("logistic_normal"), var_name="ll")
