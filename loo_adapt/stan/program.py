@@ -200,6 +200,7 @@ class StanProgram:
         self.obs_dim_vars = self._check_obs_dim_vars(obs_dim_vars)
         self._log_density = None
         self._flagged = None  # with_mixis(), written once
+        self._by_term = None  # leaves_out_by_term(), decided once
 
     # ---- pickling: the bridgestan model holds ctypes handles; workers rebuild it ----------
     def __getstate__(self):
@@ -441,13 +442,63 @@ class StanProgram:
         ``parallel_chains`` caps the chains run at once (None: the backend's default), so
         that refits running side by side do not oversubscribe the cores; ``adapt_delta``
         overrides ``fit_kwargs``'s (the rerun of a refit with divergent transitions).
+
+        Where dropping an observation's data changes the parameters (`leaves_out_by_term`:
+        a parameter per observation), the refit is NUTS on the full data with that
+        observation's ``log_lik`` term taken out of the target instead (the mixis-flagged
+        program with ``mixis_rows = [i]``: ``target += -log_lik[i]``), the same
+        leave-one-out posterior p(theta | y) / p(y_i | theta) that PSIS and MixIS estimate;
+        its draws keep every parameter, so the held-out ``log_lik[i]`` is the program's own.
         """
-        data = self.data_without(i)
         opts = self._fit_options({} if adapt_delta is None else {"adapt_delta": adapt_delta})
         if parallel_chains is not None:
             opts["parallel_chains"] = parallel_chains
-        return _stan.fit(self.stan_file, data, seed=seed, chains=chains, draws=draws,
+        if self.leaves_out_by_term():
+            stan_file, data = self._without_term(i)
+        else:
+            stan_file, data = self.stan_file, self.data_without(i)
+        return _stan.fit(stan_file, data, seed=seed, chains=chains, draws=draws,
                          warmup=warmup, **opts)
+
+    def leaves_out_by_term(self) -> bool:
+        """Whether a refit takes the observation's ``log_lik`` term out of the full-data
+        target (True) instead of dropping its data (False): True where dropping one
+        observation's data changes the number of parameters (eight schools' ``theta[J]``:
+        the refit's draws would not say ``theta_j``, so no held-out ``log_lik[j]`` follows
+        from them).  Decided once, by loading the model with the reduced data."""
+        if self._by_term is None:
+            from loo_adapt.stan.log_density import StanLogDensity
+
+            full = self.log_density().n_params
+            try:
+                reduced = StanLogDensity.from_stan(self.stan_file,
+                                                   _stan._jsonable(self.data_without(0)),
+                                                   log_lik=self.log_lik_name)
+                self._by_term = reduced.n_params != full
+            except Exception:  # noqa: BLE001 - the data cannot drop a row: as before, the
+                self._by_term = False  # refit raises the reason itself
+        return self._by_term
+
+    def _without_term(self, i) -> tuple:
+        """(stan file, data) of the full-data target without observation ``i``'s term."""
+        from loo_adapt.stan.mixis_program import declares_mixis_rows
+
+        rows = np.atleast_1d(np.asarray(i))
+        if rows.size != 1:
+            raise ValueError(
+                f"{self.stan_file.name} has parameters per observation (dropping a row changes "
+                "them), so a refit takes the observation's log_lik term out of the target; that "
+                "works for one row at a time (leave-one-out), not for a fold of several")
+        flagged = self.with_mixis()
+        if not declares_mixis_rows(flagged.stan_file.read_text()):
+            raise ValueError(
+                f"{flagged.stan_file.name} has parameters per observation and declares only "
+                "the mixis flag, not mixis_n_rows / mixis_rows, so no refit can take one "
+                "observation's term out; declare them as StanProgram.with_mixis() writes them")
+        data = dict(flagged.data)
+        data.update(mixis=1, mixis_n_rows=1,
+                    mixis_rows=[_check_index(int(rows[0]), self.n_obs) + 1])
+        return flagged.stan_file, data
 
     def compiled(self) -> StanProgram:
         """This program with its backend resolved and its model compiled, ready for workers.
@@ -468,10 +519,13 @@ class StanProgram:
         """
         import copy
 
+        self.leaves_out_by_term()  # decided here, once, not in every worker
         out = copy.copy(self)
         out.backend = _stan.select_backend(self.backend)
         if out.backend == "cmdstan":
             _stan.compile_model(self.stan_file)
+            if self._by_term:  # the refits fit the flagged program
+                _stan.compile_model(self.with_mixis().stan_file)
         return out
 
     # ---- log densities --------------------------------------------------------------------

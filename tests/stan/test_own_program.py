@@ -98,3 +98,25 @@ def test_program_sized_by_another_name_than_n():
     z = (res.elpd_i - truth) / res.mcse_elpd_i
     assert np.all(np.abs(z) < 4.0), z
     assert abs(res.elpd_i.sum() - truth.sum()) < 3 * res.estimates()["mcse_elpd_loo"] + 0.02
+
+
+def test_refits_of_a_program_with_a_parameter_per_observation():
+    """Dropping school j's data drops theta_j: the refit instead takes log_lik[j] out of the
+    full-data target (the flagged program, mixis_rows = [j]); its held-out elpd matches the
+    closed form within its Monte Carlo error.  A fold of two rows cannot be left out that
+    way, and says so."""
+    from loo_adapt.stan.refit import refit_loo
+
+    program = StanProgram(SCHOOLS, SCHOOLS_DATA, backend="stanli")
+    assert program.leaves_out_by_term()
+    logistic = StanProgram(PROGRAM, _data(), backend="stanli")
+    assert not logistic.leaves_out_by_term()  # no parameter per observation: data dropped
+    truth = _schools_loo(SCHOOLS_DATA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = refit_loo([0, 6], program, draws=2000, seed=4, n_jobs=1, progress=False)
+    assert res.reliable.all(), res.reason
+    z = (res.elpd_i - truth[[0, 6]]) / res.mcse_elpd_i
+    assert np.all(np.abs(z) < 4.0), (res.elpd_i, truth[[0, 6]], res.mcse_elpd_i)
+    with pytest.raises(ValueError, match="one row at a time"):
+        program.refit_without([1, 2], seed=1)
