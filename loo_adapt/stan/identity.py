@@ -333,6 +333,13 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
                 stacklevel=4)
             break
         if reduced.n_params != density.n_params:  # parameters per observation: not comparable
+            warnings.warn(
+                f"the program has parameters per observation (without observation "
+                f"{observation_label([i], name)} it has {reduced.n_params} unconstrained "
+                f"parameters, not {density.n_params}), so its log_lik could not be compared "
+                "with the model block: MixIS and the refits (which take log_lik[i] out of the "
+                "target) rest on log_lik[i] being observation i's likelihood term; make sure "
+                "it is", stacklevel=4)
             break
         lp_i = reduced.log_density(U)
         r = lp_full - lp_i - ll_prog[:, i]

@@ -89,10 +89,14 @@ def test_program_sized_by_another_name_than_n():
     with pytest.raises(ValueError, match="n_obs_var='K' is not a data entry"):
         StanProgram(SCHOOLS, SCHOOLS_DATA, backend="stanli", n_obs_var="K")
     fit = program.fit(chains=4, warmup=500, draws=1000, seed=5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         res = loo_adapt.loo(fit, program=program, seed=2, progress=False,
                             refit_kwargs={"max_refits": 8, "n_jobs": 1}).loo_adapt
+    # theta[J] is per school: log_lik cannot be compared with the model block, and loo says so
+    assert any("parameters per observation" in str(w.message)
+               and "could not be compared with the model block" in str(w.message)
+               for w in caught)
     truth = _schools_loo(SCHOOLS_DATA)
     assert res.checked_for_bias.all(), res.reason
     z = (res.elpd_i - truth) / res.mcse_elpd_i
