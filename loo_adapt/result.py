@@ -68,10 +68,15 @@ class PointwiseLoo:
         reliable (k-hat at most the threshold for importance sampling, MCSE at most the
         accepted bound for MixIS, always for an exact refit).  Derived from ``pareto_k_after``
         when not given.
-    mcse_total : Monte Carlo SE of the total elpd_loo when the estimator knows it (MixIS:
-        its pointwise errors are correlated); else the pointwise MCSEs are added in
-        quadrature, as R loo does.  Kept (as an upper bound) when later stages replace some
-        rows by estimates with smaller errors.
+    mcse_total : Monte Carlo SE of the total elpd_loo where rows share a fit's draws (their
+        errors are correlated): the variances of the sums over each fit's rows still held
+        (``mcse_blocks``) plus the other rows' pointwise ones, recomputed at every merge;
+        None where no estimator said how its rows' errors are shared (the pointwise MCSEs
+        are then added in quadrature, as R loo does).  `estimates` reports the larger of it
+        and the quadrature sum.
+    mcse_blocks : ``(rows, block)`` per fit whose rows share draws (`Estimate.sum_mcse`);
+        ``row_block[i]`` is the index of the block row i's estimate comes from (-1: none).
+        Neither is written to results.json (``mcse_total`` is).
     verified_by : per observation, what showed the final estimate reliable: "khat" (PSIS or
         a transform whose held-out k-hat is below the threshold and which passed the
         certification), "certified", "mixis_mcse", "refit"; "" where nothing did.
@@ -117,11 +122,15 @@ class PointwiseLoo:
     pareto_k_pq: float = float("nan")
     row_draws: list | None = None
     notes: list = field(default_factory=list)
+    mcse_blocks: list = field(default_factory=list)
+    row_block: np.ndarray | None = None
 
     def __post_init__(self):
         n = len(self.elpd_i)
         if self.row_draws is None:
             self.row_draws = [None] * n
+        if self.row_block is None:
+            self.row_block = np.full(n, -1, dtype=np.int64)
         if self.pareto_k_after is None:
             self.pareto_k_after = np.array(self.pareto_k, dtype=float, copy=True)
         if self.method is None:
@@ -194,6 +203,15 @@ class PointwiseLoo:
                   else np.asarray(accept, dtype=bool).reshape(rows.size))
         new = {f.name: _copy(getattr(self, f.name)) for f in fields(self)}
         take = rows[accept]
+        # a row whose estimate changes leaves its fit's block (an unchanged one, re-judged
+        # only, keeps it); the estimate's own blocks then claim their accepted rows
+        changed = ~np.equal(np.asarray(estimate.elpd_i)[accept], self.elpd_i[take])
+        new["row_block"][take[changed]] = -1
+        for pos, block in estimate.sum_mcse:
+            held = rows[pos][accept[pos]]
+            if held.size:
+                new["mcse_blocks"].append((rows[pos], block))
+                new["row_block"][held] = len(new["mcse_blocks"]) - 1
         for col, src in (("elpd_i", "elpd_i"), ("mcse_elpd_i", "mcse_elpd_i"),
                          ("pareto_k_after", "pareto_k"), ("diagnostic", "diagnostic"),
                          ("loo_prob", "loo_prob"), ("rho", "rho"), ("method", "method"),
@@ -210,7 +228,14 @@ class PointwiseLoo:
         if estimate.lpd_i is not None and accept.all() and rows.size == self.n_obs:
             new["lpd_i"][rows] = estimate.lpd_i
         if estimate.mcse_total is not None and accept.all() and rows.size == self.n_obs:
+            # an estimator that re-judged every row set the total itself (spot checks): it
+            # stands for every row, and no block is kept apart
             new["mcse_total"] = float(estimate.mcse_total)
+            new["mcse_blocks"] = []
+            new["row_block"][:] = -1
+        elif new["mcse_blocks"]:
+            new["mcse_total"] = _blocks_total(new["mcse_blocks"], new["row_block"],
+                                              new["mcse_elpd_i"])
         new["p_loo_i"] = new["lpd_i"] - new["elpd_i"]
         new["candidates"] = list(self.candidates) + list(estimate.candidates)
         new["notes"] = list(self.notes) + [n for n in getattr(estimate, "notes", ())
@@ -255,6 +280,20 @@ class PointwiseLoo:
         from loo_adapt.core.psis_loo import loo_totals
 
         return loo_totals(self.elpd_i, self.p_loo_i, self.mcse_elpd_i, self.mcse_total)
+
+
+def _blocks_total(blocks, row_block, mcse_i) -> float:
+    """MCSE of the total: each block's sum over the rows still held from it, the other rows'
+    pointwise MCSEs in quadrature (NaN counts as 0), the variances added (the fits are
+    independent)."""
+    var = 0.0
+    for b, (rows, block) in enumerate(blocks):
+        held = row_block[rows] == b
+        if held.any():
+            var += float(block(held)) ** 2
+    rest = row_block < 0
+    var += float(np.nansum(np.asarray(mcse_i, dtype=float)[rest] ** 2))
+    return float(np.sqrt(var))
 
 
 def _copy(value):

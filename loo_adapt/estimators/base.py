@@ -142,8 +142,12 @@ class Estimate:
     rho : step-size parameter of an adaptive transform, else NaN.
     lpd_i : log full-posterior mean likelihood when the estimator defines its own (MixIS
         over all rows), else None.
-    mcse_total : Monte Carlo SE of the sum over ``rows`` when the errors are correlated
-        (MixIS), else None.
+    mcse_total : Monte Carlo SE of the total over every row, when an estimator that re-judges
+        all rows sets it (spot checks), else None.
+    sum_mcse : ``(positions, block)`` pairs: the rows at ``positions`` share one fit's draws
+        and ``block(held)`` (`loo_adapt.estimators.mixis.SumMCSE`) is the MCSE of the sum of
+        those still held; the result adds the blocks' variances to the other rows' pointwise
+        ones for the total's MCSE.
     candidates : optional per-candidate records (adaptive IS).
     notes : what the estimator found worth saying in the summary that is not a failure
         (e.g. MixIS not pooled with PSIS, and why); printed by ``summary()``.
@@ -168,12 +172,13 @@ class Estimate:
     candidates: tuple = ()
     row_draws: tuple | None = None
     notes: tuple = ()
+    sum_mcse: tuple = ()
 
     @classmethod
     def make(cls, estimator: str, rows, elpd_i, mcse_elpd_i, reliable, *,
              verified_by=None, reason=None, pareto_k=None, diagnostic=None, loo_prob=None,
              rho=None, method=None, lpd_i=None, mcse_total=None, candidates=(),
-             row_draws=None, notes=()) -> Estimate:
+             row_draws=None, notes=(), sum_mcse=()) -> Estimate:
         """Build an estimate, filling the columns not given with NaN / "" and freezing it.
 
         ``method`` gives a per-row estimator name where rows differ (adaptive IS keeps
@@ -212,6 +217,7 @@ class Estimate:
             candidates=tuple(candidates),
             notes=tuple(str(n) for n in notes),
             row_draws=None if row_draws is None else _row_records(row_draws, m),
+            sum_mcse=_blocks(sum_mcse, m),
         )
 
     def __len__(self) -> int:
@@ -226,8 +232,14 @@ class Estimate:
         mask = np.asarray(mask, dtype=bool)
         records = (None if self.row_draws is None
                    else tuple(r for r, m in zip(self.row_draws, mask) if m))
+        new_pos = np.cumsum(mask) - 1  # old position -> new one, where kept
+        blocks = []
+        for pos, block in self.sum_mcse:  # each block keeps its own rows, the dropped unheld
+            kept = mask[pos]
+            if kept.any():
+                blocks.append((new_pos[pos[kept]], _Restricted(block, kept)))
         return Estimate.make(self.estimator, self.rows[mask], row_draws=records,
-                             notes=self.notes,
+                             notes=self.notes, sum_mcse=tuple(blocks),
                              **{c: getattr(self, c)[mask] for c in self.ROW_COLUMNS})
 
     @classmethod
@@ -240,8 +252,12 @@ class Estimate:
         records = None
         if any(p.row_draws is not None for p in parts):
             records = tuple(r for p in parts for r in (p.row_draws or (None,) * len(p)))
+        blocks, offset = [], 0
+        for p in parts:
+            blocks.extend((pos + offset, block) for pos, block in p.sum_mcse)
+            offset += len(p)
         return cls.make(estimator, np.concatenate([p.rows for p in parts]),
-                        row_draws=records, mcse_total=mcse_total,
+                        row_draws=records, mcse_total=mcse_total, sum_mcse=tuple(blocks),
                         notes=tuple(n for p in parts for n in p.notes),
                         **{c: np.concatenate([getattr(p, c) for p in parts])
                            for c in cls.ROW_COLUMNS})
@@ -266,6 +282,33 @@ class Estimate:
         current.update(columns)
         return cls.make(estimator, rows, current.pop("elpd_i"), current.pop("mcse_elpd_i"),
                         current.pop("reliable"), **current)
+
+
+@dataclass(frozen=True)
+class _Restricted:
+    """A `SumMCSE`-like block over a subset of its rows (``kept``): called with the held
+    mask of the kept rows, it calls the block with the others not held."""
+
+    block: Any
+    kept: np.ndarray
+
+    def __call__(self, held) -> float:
+        full = np.zeros(self.kept.size, dtype=bool)
+        full[np.flatnonzero(self.kept)] = np.asarray(held, dtype=bool)
+        return self.block(full)
+
+
+def _blocks(sum_mcse, m: int) -> tuple:
+    """``sum_mcse`` checked: (positions, callable) pairs, positions within the m rows."""
+    out = []
+    for pos, block in sum_mcse:
+        pos = frozen(np.asarray(pos, dtype=np.int64).reshape(-1))
+        if pos.size and (pos.min() < 0 or pos.max() >= m):
+            raise ValueError(f"sum_mcse positions out of range for {m} rows")
+        if not callable(block):
+            raise TypeError("a sum_mcse block must be callable (held mask -> MCSE)")
+        out.append((pos, block))
+    return tuple(out)
 
 
 def _row_records(row_draws, m: int) -> tuple:

@@ -251,10 +251,12 @@ class FocusedMixIS:
             reason = np.array([wild if not r else f"{r}; {wild}" for r in reason],
                               dtype=object)
         div = divergence_note(fit, f"The mixture fit focused on {_rows(rows.size)}")
+        every = np.arange(rows.size)
         out = Estimate.make(
             self.name, rows, est.elpd_i, est.mcse_elpd_i, ok, diagnostic=est.ess,
             method="mixis", loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
-            reason=reason, row_draws=records, notes=tuple(t for t in (untold, div) if t))
+            reason=reason, row_draws=records, notes=tuple(t for t in (untold, div) if t),
+            sum_mcse=((every, est.sum_mcse(every)),))
         # rows above the bar, or with too few effective draws in this fit (a long enough
         # fit): one more fit focused on them alone gives each a larger share of its draws
         again = ~ok & (est.n_samples >= MIN_DRAWS) & (not wild)
@@ -274,6 +276,7 @@ class FocusedMixIS:
                     "verified_by")
         merged = {name: getattr(first, name).copy() for name in replaced + ("reason",)}
         records = list(first.row_draws)
+        blocks = tuple(first.sum_mcse)
         if second.row_draws is None:  # skipped: the first fit's estimates stand
             merged["reason"][j] = [add_reason(r, s) for r, s in zip(first.reason[j],
                                                                     second.reason)]
@@ -284,11 +287,14 @@ class FocusedMixIS:
                                    for r, s in zip(first.reason[j], second.reason)]
             for t, jj in enumerate(j):
                 records[jj] = second.row_draws[t]
+            # the second fit's block claims its rows after the first's (`PointwiseLoo.merge`)
+            blocks += tuple((j[pos], block) for pos, block in second.sum_mcse)
         return Estimate.make(
             self.name, first.rows, merged["elpd_i"], merged["mcse_elpd_i"], merged["reliable"],
             diagnostic=merged["diagnostic"], method="mixis", loo_prob=merged["loo_prob"],
             verified_by=merged["verified_by"], reason=merged["reason"], row_draws=records,
-            notes=tuple(first.notes) + tuple(n for n in second.notes if n not in first.notes))
+            notes=tuple(first.notes) + tuple(n for n in second.notes if n not in first.notes),
+            sum_mcse=blocks)
 
     def _fit(self, ctx, rows, n):
         """(draws of the focused mixture, "") or (None, why it cannot be fitted); the fit

@@ -31,7 +31,7 @@ Everything takes and returns numpy arrays; draws may be given as (S, n) or as
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -49,6 +49,7 @@ __all__ = [
     "DISAGREE",
     "DrawsCheck",
     "MixISResult",
+    "SumMCSE",
     "mixis_loo",
     "chain_inflation",
     "mixis_log_weights",
@@ -122,17 +123,83 @@ class MixISResult:
         if self.influence is None or c.size != self.influence.shape[-1]:
             raise ValueError(f"mcse_of_sum needs {len(self.elpd_i)} weights and the "
                              "influence values of mixis_loo")
-        chains, draws, _ = self.influence.shape
-        z = self.influence @ c  # (chains, draws)
-        var = float(z.var(ddof=1))
-        if var <= 0:
+        return _influence_sum_mcse(self.influence, self.elpd_chain_i, c)
+
+    def sum_mcse(self, rows, weight=None) -> SumMCSE:
+        """The `SumMCSE` of the estimates of ``rows`` (columns of this fit), each entering
+        the sum times ``weight`` (default 1)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        w = np.ones(rows.size) if weight is None else np.asarray(weight, dtype=float)
+        chain = None if self.elpd_chain_i is None else self.elpd_chain_i[:, rows].copy()
+        return SumMCSE(self.influence[..., rows].copy(), chain, w.copy())
+
+
+def _influence_sum_mcse(influence, elpd_chain, c) -> float:
+    """Monte Carlo SE of ``sum_i c_i elpd_i`` from the per-draw influence values (chains,
+    draws, k) of estimates that share one fit (`MixISResult.mcse_of_sum`)."""
+    chains, draws, _ = influence.shape
+    if not np.any(c):
+        return 0.0
+    z = influence @ c  # (chains, draws)
+    var = float(z.var(ddof=1))
+    if var <= 0:
+        return 0.0
+    ess = float(ess_mean(z[..., None])[0]) if draws >= 4 else float(chains * draws)
+    mcse = float(np.sqrt(var / ess))
+    if chains >= 4 and elpd_chain is not None:
+        per_chain = elpd_chain @ c
+        mcse = max(mcse, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
+    return mcse
+
+
+@dataclass(frozen=True)
+class SumMCSE:
+    """The Monte Carlo SE of a sum of one fit's estimates over the rows still held from it
+    (picklable: arrays only).
+
+    The rows of one mixture fit share its draws, so their errors are correlated and the
+    total's MCSE comes from the influence values of the sum (`MixISResult.mcse_of_sum`).
+    A later stage may replace some of them (a focused fit, refits): ``held`` says which rows
+    the result still holds from this fit, and only they enter.  Rows pooled with PSIS add
+    PSIS's share (`loo_adapt.core.pool.is_mcse_of_sum`, at least the pointwise MCSEs in
+    quadrature); ``extra_var``, the unexplained part of a PSIS / MixIS disagreement, is added
+    while any row is held.
+
+    Attributes
+    ----------
+    influence : (chains, draws, k) delta-method influence values of the k rows.
+    elpd_chain : (chains, k) each chain's estimates, or None.
+    weight : (k,) d (reported elpd_i) / d (MixIS elpd_i): 1, or the pooled row's share.
+    psis_pos, psis_log_weights, psis_weight, psis_mcse, psis_chains : the rows pooled with
+        PSIS (positions among the k), their PSIS log weights (S, p), d (reported) / d (PSIS),
+        PSIS's pointwise MCSEs and the posterior's chains.
+    extra_var : variance added for an unexplained disagreement.
+    """
+
+    influence: np.ndarray
+    elpd_chain: np.ndarray | None
+    weight: np.ndarray
+    psis_pos: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    psis_log_weights: np.ndarray | None = None
+    psis_weight: np.ndarray | None = None
+    psis_mcse: np.ndarray | None = None
+    psis_chains: int = 1
+    extra_var: float = 0.0
+
+    def __call__(self, held) -> float:
+        from loo_adapt.core.pool import is_mcse_of_sum
+
+        held = np.asarray(held, dtype=bool).reshape(-1)
+        if not held.any():
             return 0.0
-        ess = float(ess_mean(z[..., None])[0]) if draws >= 4 else float(chains * draws)
-        mcse = float(np.sqrt(var / ess))
-        if chains >= 4:
-            per_chain = self.elpd_chain_i @ c
-            mcse = max(mcse, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
-        return mcse
+        var = _influence_sum_mcse(self.influence, self.elpd_chain, self.weight * held) ** 2
+        if self.psis_pos.size:
+            g = self.psis_weight * held[self.psis_pos]
+            if np.any(g):
+                shared = is_mcse_of_sum(self.psis_log_weights, g, chains=self.psis_chains)
+                quad = float(np.sqrt(np.sum((g * self.psis_mcse) ** 2)))
+                var += max(shared, quad) ** 2
+        return float(np.sqrt(var + self.extra_var))
 
 
 def _as_draws(log_lik, name="log_lik"):
@@ -743,7 +810,9 @@ class MixIS:
         method = np.full(rows.size, "mixis", dtype=object)
         khat = np.full(rows.size, np.nan)
         grad_mix = np.ones(n)  # d (reported elpd_i) / d (MixIS elpd_i), for the total's MCSE
-        psis_var = extra_var = 0.0
+        extra_var = 0.0
+        pooled = np.empty(0, dtype=np.int64)  # positions among rows pooled with PSIS
+        g_psis = None
         far = np.zeros(rows.size, dtype=bool)
         far_why = np.full(rows.size, "", dtype=object)
         div = divergence_note(mix_draws, "The mixture fit")
@@ -781,7 +850,7 @@ class MixIS:
                 method[j] = "mixis+psis"
                 khat[j] = k[j]
                 grad_mix[r] = g_mix
-                psis_var = _psis_sum_se(ctx, r, g_psis) ** 2
+                pooled = j
         ok = (mcse <= self.max_mcse) & enough & ~far
         reason = np.array([
             str(fw) if fw else "" if good else (
@@ -794,14 +863,17 @@ class MixIS:
             reason = np.array([wild if not r else f"{r}; {wild}" for r in reason],
                               dtype=object)
         every = rows.size == n
-        mcse_total = None
-        if every:
-            mcse_total = float(np.sqrt(est.mcse_of_sum(grad_mix) ** 2 + psis_var + extra_var))
+        block = est.sum_mcse(rows, grad_mix[rows])
+        if pooled.size:
+            block = replace(block, psis_pos=pooled, psis_log_weights=base.log_weights[:, rows[
+                pooled]].copy(), psis_weight=g_psis, psis_mcse=psis_se[pooled],
+                psis_chains=ctx.draws.n_chains)
+        block = replace(block, extra_var=float(extra_var))
         return Estimate.make(
             "mixis", rows, elpd, mcse, ok, diagnostic=est.ess[rows], method=method,
             pareto_k=khat, loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
             reason=reason, lpd_i=est.lpd_i[rows] if every else None,
-            mcse_total=mcse_total, row_draws=records, notes=notes,
+            sum_mcse=((np.arange(rows.size), block),), row_draws=records, notes=notes,
         )
 
     def _skip(self, ctx, rows, why, given: bool = False):

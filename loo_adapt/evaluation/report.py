@@ -145,10 +145,12 @@ def _json_safe(value):
 def _split_fields(res: PointwiseLoo) -> tuple[dict, dict, dict]:
     """Every dataclass field of the result: (per-observation lists, their dtypes, the rest).
 
-    ``row_draws`` (each row's draws and weights, for LOO-PIT) are not stored."""
+    ``row_draws`` (each row's draws and weights, for LOO-PIT) and the per-fit MCSE blocks
+    (``mcse_blocks``, ``row_block``: the total's MCSE they give is ``mcse_total``) are not
+    stored."""
     pointwise, dtypes, rest = {}, {}, {}
     for f in dataclasses.fields(res):
-        if f.name == "row_draws":
+        if f.name in ("row_draws", "mcse_blocks", "row_block"):
             continue
         value = getattr(res, f.name)
         if isinstance(value, np.ndarray) and value.ndim == 1 and len(value) == res.n_obs:
