@@ -80,6 +80,26 @@ def _mixture_fn(program, mixis_draws, draws: Draws, seed: int | None, progress: 
     return fit
 
 
+#: seed offset of the second full mixture fit (`Context.mixture_again_fn`)
+AGAIN_SEED_OFFSET = 104729
+
+
+def _mixture_again_fn(program, mixis_draws, draws: Draws, seed: int | None, progress: bool):
+    """() -> a second fit of the full mixture with another seed (the package's own fits
+    only: None with the user's mixis_draws or without a program)."""
+    if mixis_draws is not None or program is None:
+        return None
+    seed = (1 if seed is None else int(seed)) + AGAIN_SEED_OFFSET
+
+    def fit():
+        from loo_adapt.progress import stage_progress
+
+        with stage_progress("MixIS: a second fit of the mixture posterior", enabled=progress):
+            return _fit_mixture(program, draws, seed)
+
+    return fit
+
+
 def _fit_mixture(program, draws: Draws, seed: int) -> Draws:
     from loo_adapt.io.readers import read_draws
     from loo_adapt.stan.mixis_program import MixisProgramError
@@ -225,5 +245,7 @@ def build_context(data, *, stages, method=None, var_name=None, reff=None, model=
                    own_mixture=mixis_draws is None and program is not None,
                    refit_runner=runner,
                    focused_mixture_fn=focused_sampler(program, draws, seed, progress),
+                   mixture_again_fn=_mixture_again_fn(program, mixis_draws, draws, seed,
+                                                      progress),
                    prior_check_fn=_prior_check_fn(model), khat_threshold=khat_threshold,
                    seed=None if seed is None else int(seed), progress=bool(progress))

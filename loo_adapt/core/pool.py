@@ -12,13 +12,18 @@ sampling estimate over the union of the two samples, the first weighted by w_i a
 second by 1 - w_i: an expectation under the pooled weights (LOO probability, LOO-PIT) is the
 same average, and exp(elpd_i) stays equal to the pooled P(y_i | y_-i).  Everything is in
 log space; numpy in, numpy out.
+
+Before two such estimates stand for each other (pooled, or one verifying the other: refits
+judging MixIS, two mixture fits against the posterior draws), `agree` asks whether they
+differ by more than their Monte Carlo errors: a chi-square of the rows' z's and the z of
+their summed difference.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["pool_log_estimates", "is_mcse_of_sum"]
+__all__ = ["pool_log_estimates", "is_mcse_of_sum", "agreement", "agree", "agree_z"]
 
 
 def pool_log_estimates(elpd_a, mcse_a, elpd_b, mcse_b):
@@ -117,3 +122,43 @@ def is_mcse_of_sum(log_weights, weights, chains: int = 1) -> float:
     draws = S // chains
     ess = float(ess_mean(psi.reshape(chains, draws, 1))[0]) if draws >= 4 else float(S)
     return float(np.sqrt(var / ess))
+
+
+def agreement(elpd, mcse, ref_elpd, ref_mcse):
+    """z of each of ``elpd`` against the independent estimates ``ref_elpd`` of the same rows
+    (difference over the combined MCSE), and the z of the summed difference."""
+    d = elpd - ref_elpd
+    sd = np.hypot(mcse, ref_mcse)
+    z = np.divide(d, sd, out=np.full_like(d, np.inf), where=sd > 0)
+    sd_sum = float(np.sqrt(np.sum(sd**2)))
+    return z, (float(d.sum() / sd_sum) if sd_sum > 0 else np.inf)
+
+
+def agree(elpd, mcse, ref_elpd, ref_mcse, *, max_z: float = 3.0, alpha: float = 0.001
+          ) -> tuple[bool, np.ndarray, float]:
+    """Do two independent sets of estimates of the same rows agree (`agree_z` of their
+    `agreement`)?
+
+    Returns
+    -------
+    (agree, z, z_sum)
+
+    Examples
+    --------
+    >>> agree([-1.0, -2.0], [0.01, 0.01], [-1.005, -2.01], [0.01, 0.01])[0]
+    True
+    """
+    z, z_sum = agreement(np.asarray(elpd, dtype=float), np.asarray(mcse, dtype=float),
+                         np.asarray(ref_elpd, dtype=float), np.asarray(ref_mcse, dtype=float))
+    return agree_z(z, z_sum, max_z=max_z, alpha=alpha), z, z_sum
+
+
+def agree_z(z, z_sum, *, max_z: float = 3.0, alpha: float = 0.001) -> bool:
+    """The agreement rule on the z's of `agreement`: the sum of their squares within the
+    chi-square ``1 - alpha`` quantile of its degrees of freedom, and the z of the summed
+    difference within ``max_z``."""
+    from scipy.stats import chi2
+
+    z = np.asarray(z, dtype=float)
+    return (bool(np.all(np.isfinite(z))) and float(np.sum(z**2)) <= chi2.ppf(1.0 - alpha, z.size)
+            and abs(z_sum) <= max_z)

@@ -30,38 +30,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loo_adapt.core.pool import agree_z
+from loo_adapt.core.pool import agreement as _agreement
 from loo_adapt.estimators.base import Estimate
 from loo_adapt.result import add_reason
 
-__all__ = ["RefitArbiter", "agree"]
-
-
-def _agreement(elpd, mcse, ref_elpd, ref_mcse):
-    """z of ``elpd`` against the refits' estimates (combined MCSEs), and the z of the sum."""
-    d = elpd - ref_elpd
-    sd = np.hypot(mcse, ref_mcse)
-    z = np.divide(d, sd, out=np.full_like(d, np.inf), where=sd > 0)
-    sd_sum = float(np.sqrt(np.sum(sd**2)))
-    return z, (float(d.sum() / sd_sum) if sd_sum > 0 else np.inf)
-
-
-def agree(elpd, mcse, ref_elpd, ref_mcse, *, max_z: float = 3.0, alpha: float = 0.001
-          ) -> tuple[bool, np.ndarray, float]:
-    """Do two independent sets of estimates of the same rows agree: the sum of their squared
-    z's (difference over the combined MCSE) within the chi-square ``1 - alpha`` quantile of
-    its degrees of freedom, and the z of the summed difference within ``max_z``.
-
-    Returns
-    -------
-    (agree, z, z_sum)
-    """
-    from scipy.stats import chi2
-
-    z, z_sum = _agreement(np.asarray(elpd, dtype=float), np.asarray(mcse, dtype=float),
-                          np.asarray(ref_elpd, dtype=float), np.asarray(ref_mcse, dtype=float))
-    ok = (bool(np.all(np.isfinite(z))) and float(np.sum(z**2)) <= chi2.ppf(1.0 - alpha, z.size)
-          and abs(z_sum) <= max_z)
-    return ok, z, z_sum
+__all__ = ["RefitArbiter"]
 
 
 def _last(history, name):
@@ -184,14 +158,11 @@ class RefitArbiter:
         return Estimate.concat(self.name, parts)
 
     def _agrees(self, z, z_sum) -> bool:
-        """Do estimates agree with the refits: the sum of squared z within the chi-square
-        quantile ``1 - alpha`` of its degrees of freedom, and the z of the summed difference
-        within ``max_z`` (`agree`).  (A max-|z| rule decided on one row at 3.1 MCSEs on the
-        relu1 fixture, where MixIS is right.)"""
-        from scipy.stats import chi2
-
-        return (float(np.sum(z**2)) <= chi2.ppf(1.0 - self.alpha, z.size)
-                and abs(z_sum) <= self.max_z)
+        """Do estimates agree with the refits (`loo_adapt.core.pool.agree_z`: the sum of
+        squared z within the chi-square quantile ``1 - alpha``, the z of the summed
+        difference within ``max_z``)?  (A max-|z| rule decided on one row at 3.1 MCSEs on
+        the relu1 fixture, where MixIS is right.)"""
+        return agree_z(z, z_sum, max_z=self.max_z, alpha=self.alpha)
 
     def _rows(self, res, rows, reason, notes=()):
         """``rows`` as they stand in ``res``, unverified, ``reason`` added to theirs."""

@@ -380,6 +380,9 @@ class Context:
     focused_mixture_fn : (rows, chains=, draws=, max_treedepth=) -> (draws of the mixture
         focused on those rows, "") or (None, why it cannot be fitted); None without a
         program.
+    mixture_again_fn : () -> `Draws` of a second, independent fit of the full mixture
+        (another seed), or None: asked for only when the package's own first fit fails its
+        check against the posterior draws (a third opinion on which of the two is off).
     y : binary outcomes (LOO probabilities), or None.
     khat_threshold : Pareto k-hat threshold (None: min(1 - 1/log10 S, 0.7)).
     seed : seeds every random choice of the estimators.
@@ -398,6 +401,7 @@ class Context:
     prior_check_fn: Any = None
     refit_runner: Any = None
     focused_mixture_fn: Any = None
+    mixture_again_fn: Any = None
     y: np.ndarray | None = None
     khat_threshold: float | None = None
     seed: int | None = None

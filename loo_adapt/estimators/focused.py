@@ -128,7 +128,7 @@ def _second_opinion(ctx, rows, est, failed: str, what: str) -> str:
     (held from MixIS alone, "mixis": a row pooled with PSIS is not independent of the
     posterior draws), and agree by `loo_adapt.estimators.arbiter.agree`.
     """
-    from loo_adapt.estimators.arbiter import agree
+    from loo_adapt.core.pool import agree
 
     res = ctx.result
     if res is None or res.method is None:

@@ -717,6 +717,61 @@ def _agree(ctx, est, rows, pool, psis_se):
     return out, 0.0, far, why, ""
 
 
+def _third_opinion(ctx, ll, failed: str):
+    """When the package's own mixture fit fails `mixture_draws_check` against the posterior
+    draws, a second fit of the same mixture (another seed, `Context.mixture_again_fn`)
+    tells which of the two is off: (draws, log_lik (chains, draws, n), note) to go on with,
+    or None (skip MixIS, as before).
+
+    The check compares two fits, so its failure says one of them is off, not which.  If
+    the second mixture fit passes the check, the first was off: the second is used.  If it
+    fails too but its MixIS estimates agree with the first's row by row
+    (`loo_adapt.estimators.arbiter.agree` over the rows both have enough draws for), two
+    independent mixture fits agree against the posterior draws (short posterior chains that
+    all under-explore alike): the first is used, and each row is verified by its MCSE.
+    Otherwise (they disagree, or the second fit fails) nothing is decided."""
+    from loo_adapt.core.pool import agree
+
+    again_fn = getattr(ctx, "mixture_again_fn", None)
+    if again_fn is None:
+        return None
+    try:
+        again = again_fn()
+    except Exception:  # noqa: BLE001 - no third opinion: the first fit's failure stands
+        return None
+    n = ctx.log_lik.shape[1]
+    ll2 = again.log_lik(ctx.var_name)
+    if ll2.reshape(again.n_samples, -1).shape[1] != n:
+        return None
+    ll2 = ll2.reshape(again.n_chains, -1, n)
+    if ll2.shape == ll.shape and np.array_equal(ll2, ll):
+        return None  # the same draws again: no second opinion
+    second = mixture_draws_check(ctx.log_lik, ll2.reshape(-1, n),
+                                 chains_posterior=ctx.draws.n_chains, chains_mixture=ll2.shape[0])
+    if second.ok is True:
+        return again, ll2, (f"The package's first mixture fit failed its check against the "
+                            f"posterior draws ({failed}); a second fit with another seed "
+                            "passes it and is used")
+    post = ctx.log_lik
+    if any(x.size == post.size and np.array_equal(x.reshape(post.shape), post)
+           for x in (ll, ll2)):
+        return None  # posterior draws passed off as a mixture fit: nothing to weigh
+    first_est, second_est = mixis_loo(ll, mcse="delta"), mixis_loo(ll2, mcse="delta")
+    both = enough_draws(first_est)[0] & enough_draws(second_est)[0]
+    if both.sum() < 2:
+        return None
+    ok, z, z_sum = agree(first_est.elpd_i[both], first_est.mcse_elpd_i[both],
+                         second_est.elpd_i[both], second_est.mcse_elpd_i[both])
+    if not ok:
+        return None
+    return ctx.mixture, ll, (
+        f"The package's mixture fit failed its check against the posterior draws ({failed}), "
+        f"and so did a second fit with another seed, but the two agree with each other on "
+        f"{int(both.sum())} rows (up to {float(np.max(np.abs(z))):.1f} combined MCSEs, sum "
+        f"{z_sum:+.1f}): the posterior draws are the odd one out (short chains that all "
+        "under-explore alike), so the first fit is used, each row verified by its MCSE")
+
+
 @dataclass(frozen=True)
 class MixIS:
     """Mixture importance sampling (Silva & Zanella 2023) as an estimator.
@@ -779,8 +834,11 @@ class MixIS:
                                         chains_posterior=ctx.draws.n_chains,
                                         chains_mixture=ll.shape[0])
             if check.ok is False and own:
-                return self._skip(ctx, rows, check.message)
-            if check.ok is False:
+                third = _third_opinion(ctx, ll, check.message)
+                if third is None:
+                    return self._skip(ctx, rows, check.message)
+                mix_draws, ll, untold = third
+            if check.ok is False and not own:
                 raise ValueError(f"{check.message}: {GIVEN_DRAWS_ADVICE}")
             if check.ok is None and not own:
                 import warnings

@@ -341,7 +341,8 @@ def test_own_mixture_fit_failing_its_check_through_loo(monkeypatch):
         res = loo_adapt.loo(draws, program=program, seed=1, progress=False,
                             refit_kwargs={"refit_fn": _exact_refit(calls), "n_jobs": 1,
                                           "max_refits": 2}).loo_adapt
-    assert asked[0] is None and asked[1] is not None  # the full fit, then a focused one
+    # the full fit, a second one (it failed its check: a third opinion), then a focused one
+    assert asked[0] is None and asked[1] is None and asked[2] is not None
     hard = ~psis.reliable
     assert hard.sum() > 2 and len(calls) == 2 and set(calls) <= set(np.flatnonzero(hard))
     refit = res.method == "refit"
@@ -539,6 +540,61 @@ def test_focused_fit_failing_against_the_posterior_asks_the_full_mixture(odd_one
         assert not est.reliable.any() and np.isnan(est.elpd_i).all()
         assert all("focused MixIS skipped: these do not look like draws" in r
                    for r in est.reason)
+
+
+@pytest.mark.parametrize("case", ["posterior off", "first fit off", "both fits off"])
+def test_a_second_mixture_fit_decides_a_failed_check(case):
+    """The package's own mixture fit fails its check against the posterior draws; a second
+    fit (another seed) is the third opinion.  Posterior draws that are off (moved by half a
+    posterior sd): both fits fail but agree, the first is used and its rows verified,
+    right within their MCSEs.  A first fit that is off: the second passes and is used.  Two
+    fits off in opposite directions: they disagree, MixIS is skipped as before."""
+    from scipy import stats
+
+    from loo_adapt.estimators.mixis import MixIS
+
+    rng = np.random.default_rng(21)
+    y = np.random.default_rng(2).normal(0.5, 1.0, size=30)
+    m, v = _normal_mean_post(y)
+    sd = np.sqrt(v)
+
+    def posterior(shift):
+        mu = rng.normal(m + shift, sd, size=4000)
+        return read_dict({"log_lik": stats.norm.logpdf(y, mu[:, None], 1.0).reshape(
+            4, 1000, -1)}, method="mcmc")
+
+    def mixture(shift):
+        return read_dict({"log_lik": _focused_normal_mean_draws(
+            y, np.arange(y.size), (4, 1000), rng, shift=shift)}, method="mcmc")
+
+    shifts = {"posterior off": (sd / 2, 0.0, 0.0), "first fit off": (0.0, sd, 0.0),
+              "both fits off": (0.0, sd, -sd)}[case]
+    post, first, second = posterior(shifts[0]), mixture(shifts[1]), mixture(shifts[2])
+    calls = []
+
+    def again():
+        calls.append(1)
+        return second
+
+    ctx = Context(draws=post, mixture_fn=lambda: first, own_mixture=True, seed=1,
+                  progress=False, mixture_again_fn=again)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_stages(ctx, initial_result(ctx.base, khat_threshold=ctx.threshold),
+                         [Stage(MixIS(pool_khat=None), rows="all", accept="all")])
+    assert calls == [1]  # the first fit failed its check: one second fit
+    truth = _normal_mean_loo(y)
+    if case == "both fits off":
+        assert set(res.method) == {"psis"} and "mixis_mcse" not in set(res.verified_by)
+        assert any(n.startswith("MixIS verified no row") for n in res.notes)
+        return
+    assert set(res.method) == {"mixis"} and res.reliable.all()
+    assert np.all(np.abs(res.elpd_i - truth) < 4.0 * res.mcse_elpd_i)
+    used = {"posterior off": "the posterior draws are the odd one out",
+            "first fit off": "a second fit with another seed passes it and is used"}[case]
+    assert any(used in n for n in res.notes)
+    if case == "first fit off":  # the second fit's draws are the rows' draws
+        assert all(r.draws is second for r in res.row_draws)
 
 
 def test_model_prior_that_is_not_the_fits_is_refused():
