@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from loo_adapt import read_csv  # noqa: E402
-from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.models import model_for  # noqa: E402
 from loo_adapt.stan.program import StanProgram  # noqa: E402
 

@@ -39,8 +39,8 @@ from focus_easy_rows import z_summary  # noqa: E402
 from truth_suite import CACHE, calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.core.ess import ess_mean  # noqa: E402
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.estimators.focused import FOCUS_SEED_OFFSET  # noqa: E402
-from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 
 WIDE = ["rhs_microarray_next", "rhs_wide_099", "rhs_microarray", "rhs_wide"]
 

@@ -34,9 +34,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import benchmark_names, calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.estimators.base import Context  # noqa: E402
 from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS  # noqa: E402
-from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 from loo_adapt.stan.mixis_program import fit_mixture  # noqa: E402
 
 

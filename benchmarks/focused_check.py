@@ -24,8 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.estimators.focused import FOCUS_SEED_OFFSET  # noqa: E402
-from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 
 
 def _line(label, e, mcse, t_mc, bar):

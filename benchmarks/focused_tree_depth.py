@@ -27,8 +27,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.estimators.focused import posterior_tree_depth  # noqa: E402
-from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 
 
 def main(argv=None):

@@ -47,8 +47,8 @@ from truth_suite import (  # noqa: E402
     total_mc,
 )
 
+from loo_adapt.core.mixis import MCSE_METHODS, mixis_loo  # noqa: E402
 from loo_adapt.core.psis import pareto_khat  # noqa: E402
-from loo_adapt.estimators.mixis import MCSE_METHODS, mixis_loo  # noqa: E402
 
 BINS = ((-np.inf, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, np.inf))
 

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import benchmark_names, calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.core.convergence import ess_bulk_columns  # noqa: E402
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.core.psis import pareto_khat  # noqa: E402
-from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
 
 KISH_BINS = ((0, 100), (100, 400), (400, np.inf))
 KHAT_BINS = ((-np.inf, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, np.inf))

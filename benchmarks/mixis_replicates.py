@@ -43,7 +43,7 @@ from truth_suite import (  # noqa: E402
     mixture_fit,
 )
 
-from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 
 
 def replicate_stats(log_lik, truth, window: int, floors=()) -> dict:

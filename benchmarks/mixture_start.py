@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import CACHE, calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
-from loo_adapt.estimators.mixis import mixis_loo  # noqa: E402
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 
 
 def cold_fit(bench, seed, draws=1000, warmup=1000):

@@ -8,12 +8,13 @@ import warnings
 import numpy as np
 
 from loo_adapt.advice import next_step, refit_outcomes
+from loo_adapt.core.mixis import MCSE_METHODS
 from loo_adapt.entry import build_context
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.arbiter import RefitArbiter
 from loo_adapt.estimators.base import Context, Stage, run_stages
 from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS, FocusedMixIS
-from loo_adapt.estimators.mixis import MCSE_METHODS, POOL_KHAT, MixIS
+from loo_adapt.estimators.mixis import POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
 from loo_adapt.estimators.refit import Refit
@@ -202,7 +203,7 @@ def loo(
         "skew" (the delta method with the multi-chain ESS, widened by each row's
         skewness, `loo_adapt.core.skew.skew_inflation`; chosen on the truth suite's
         choose half), "delta" (the delta method alone) or "chains" (inflated by the
-        chains' disagreement, `loo_adapt.estimators.mixis.chain_inflation`).
+        chains' disagreement, `loo_adapt.core.mixis.chain_inflation`).
     mixis_spot_checks : with refits (a program or a ``refit_fn``), refit this many rows
         MixIS verified, drawn at random, and multiply MixIS's MCSEs by what they show
         (`loo_adapt.estimators.spot_check`; 0, the default, skips it: it costs the refits).

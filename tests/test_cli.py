@@ -330,7 +330,7 @@ def test_evaluate_adapt_delta_reaches_the_programs_fits(poisson_csv, tmp_path, m
     where the header has none; the divergence note names the option in the tool's
     words."""
     from loo_adapt.cli.output import cli_message
-    from loo_adapt.estimators.mixis import divergence_note
+    from loo_adapt.estimators.mixture_checks import divergence_note
     from loo_adapt.io.arrays import read_dict
     from loo_adapt.stan import program as program_module
 

@@ -12,7 +12,7 @@ MCSE bar, a second fit of the program samples
 
     w_i(theta) = (1 / l_i(theta)) / sum_{j in R} (1 / l_j(theta))   (self-normalised),
 
-which is `loo_adapt.estimators.mixis.mixis_log_weights` of the columns ``R``: the estimate,
+which is `loo_adapt.core.mixis.mixis_log_weights` of the columns ``R``: the estimate,
 its MCSE and the LOO probabilities are `mixis_loo` / `mixis_loo_prob` of those columns
 (``|R| = 1`` samples the LOO posterior itself: the weights are all one).  One fit verifies
 what would otherwise take ``|R|`` refits; refits follow only for rows that still miss.
@@ -164,8 +164,8 @@ class FocusedMixIS:
     Parameters
     ----------
     max_mcse : a row is verified where its MCSE is at most this (backed by at least
-        `loo_adapt.estimators.mixis.MIN_DRAWS` draws and ``MIN_ESS`` effective draws).
-    mcse : the pointwise MCSE of `loo_adapt.estimators.mixis.mixis_loo`.
+        `loo_adapt.estimators.mixture_checks.MIN_DRAWS` draws and ``MIN_ESS`` effective draws).
+    mcse : the pointwise MCSE of `loo_adapt.core.mixis.mixis_loo`.
     chains, draws : of the focused fit (its warm-up: that of
         `loo_adapt.stan.mixis_program.fit_mixture`, 100 iterations after a warm start).
     rounds : fits at most: rows a fit leaves above the bar (with enough draws) get one more
@@ -194,14 +194,12 @@ class FocusedMixIS:
                              reason=f"focused MixIS skipped: {why}")
 
     def __call__(self, ctx, rows):
+        from loo_adapt.core.mixis import bernoulli_log_p1, mixis_loo, mixis_loo_prob
         from loo_adapt.estimators.base import Estimate, RowDraws
-        from loo_adapt.estimators.mixis import (
+        from loo_adapt.estimators.mixture_checks import (
             MIN_DRAWS,
-            bernoulli_log_p1,
             divergence_note,
             enough_draws,
-            mixis_loo,
-            mixis_loo_prob,
             mixture_draws_check,
             too_divergent,
         )

@@ -29,7 +29,7 @@ import re
 import numpy as np
 
 from loo_adapt.draws import Draws
-from loo_adapt.estimators.mixis import MAX_DIVERGENT_SHARE, divergent_count
+from loo_adapt.estimators.mixture_checks import MAX_DIVERGENT_SHARE, divergent_count
 from loo_adapt.stan import backends as _stan
 from loo_adapt.stan import stan_source as _src
 from loo_adapt.stan import stanc as _stanc
@@ -526,7 +526,7 @@ def fit_mixture(
         is still a valid MCMC transition, only a shorter one
         (`loo_adapt.estimators.focused.posterior_tree_depth`).
     retry_divergent : a warm-started fit with more than
-        `loo_adapt.estimators.mixis.MAX_DIVERGENT_SHARE` of its draws divergent is run once
+        `loo_adapt.estimators.mixture_checks.MAX_DIVERGENT_SHARE` of its draws divergent is run once
         more at ``adapt_delta`` `loo_adapt.stan.refit.RETRY_ADAPT_DELTA` (smaller steps, as a
         refit with divergences is rerun), with another seed; the rerun replaces it (its
         ``source`` says so).  MixIS verifies no row from a fit still above that share.
@@ -534,7 +534,7 @@ def fit_mixture(
     Returns
     -------
     Draws
-        The mixture draws (with ``log_lik``), for `loo_adapt.estimators.mixis.mixis_loo`.
+        The mixture draws (with ``log_lik``), for `loo_adapt.core.mixis.mixis_loo`.
 
     Examples
     --------

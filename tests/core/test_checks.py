@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from loo_adapt.core.checks import as_log_lik_array
-from loo_adapt.estimators.mixis import mixis_loo
+from loo_adapt.core.mixis import mixis_loo
 from loo_adapt.result import observation_label
 from loo_adapt.stan.refit import heldout_elpd
 

@@ -8,8 +8,8 @@ import pytest
 from scipy.stats import norm
 
 import loo_adapt
+from loo_adapt.core.mixis import mixis_loo
 from loo_adapt.core.pool import pool_log_estimates
-from loo_adapt.estimators.mixis import mixis_loo
 from loo_adapt.io.readers import read_dict
 
 

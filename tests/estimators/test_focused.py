@@ -17,9 +17,9 @@ from scipy.special import logsumexp
 
 import loo_adapt
 from loo_adapt.api import plan_stages
+from loo_adapt.core.mixis import mixis_loo
 from loo_adapt.estimators.base import Context
 from loo_adapt.estimators.focused import FocusedMixIS
-from loo_adapt.estimators.mixis import mixis_loo
 from loo_adapt.io.readers import read_csv, read_dict
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "cmdstan"

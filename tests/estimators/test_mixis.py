@@ -11,13 +11,8 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from loo_adapt.core.ess_split import ess_mean
+from loo_adapt.core.mixis import bernoulli_log_p1, mixis_log_weights, mixis_loo, mixis_loo_prob
 from loo_adapt.core.skew import skew_inflation
-from loo_adapt.estimators.mixis import (
-    bernoulli_log_p1,
-    mixis_log_weights,
-    mixis_loo,
-    mixis_loo_prob,
-)
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "fullspace"
 
@@ -336,7 +331,7 @@ def test_mixture_draws_with_many_divergences_verify_no_row():
     import warnings
 
     from loo_adapt import loo
-    from loo_adapt.estimators.mixis import MAX_DIVERGENT_SHARE
+    from loo_adapt.estimators.mixture_checks import MAX_DIVERGENT_SHARE
     from loo_adapt.io.arrays import read_dict
 
     assert MAX_DIVERGENT_SHARE == 0.01

@@ -417,7 +417,7 @@ def test_mixture_check_cannot_tell_where_an_outlier_holds_the_mixture():
     is no test there (|z| > 4 in a third of the replicates), and the check says it
     cannot tell instead of failing; where the weights are tame (an outlier at 4.5) it
     still decides, and posterior draws passed off as mixture draws still fail."""
-    from loo_adapt.estimators.mixis import CHECK_MAX_KHAT, mixture_draws_check
+    from loo_adapt.estimators.mixture_checks import CHECK_MAX_KHAT, mixture_draws_check
 
     rng = np.random.default_rng(3)
     verdicts, zs = [], []

@@ -11,7 +11,7 @@ from scipy import stats
 from scipy.special import expit, logsumexp
 
 from loo_adapt import read_csv
-from loo_adapt.estimators.mixis import mixis_loo
+from loo_adapt.core.mixis import mixis_loo
 from loo_adapt.models import LogisticRegression, Normal, RegularizedHorseshoe, ReLUNet
 from loo_adapt.stan import backends as stan
 from loo_adapt.stan.log_density import StanLogDensity
@@ -293,7 +293,7 @@ def test_divergent_mixture_fit_is_rerun_at_a_higher_adapt_delta():
     """A centred hierarchical program (leave one group out): the warm-started mixture fit
     at adapt_delta 0.8 has more than 1 % of its draws divergent; fit_mixture reruns it once
     at 0.99 with another seed, records that in the draws, and the rerun has fewer."""
-    from loo_adapt.estimators.mixis import MAX_DIVERGENT_SHARE, divergent_count
+    from loo_adapt.estimators.mixture_checks import MAX_DIVERGENT_SHARE, divergent_count
 
     rng = np.random.default_rng(1)
     n_groups, n = 6, 30

@@ -583,7 +583,7 @@ class _NoSubmit:
 def test_mixis_chains_as_separate_jobs_checkpointed_and_right(program, tmp_path):
     from concurrent.futures import Executor, ThreadPoolExecutor
 
-    from loo_adapt.estimators.mixis import mixis_loo
+    from loo_adapt.core.mixis import mixis_loo
 
     truth = np.loadtxt(TRUTH, delimiter=",", skiprows=1)
     ck = tmp_path / "chains"
