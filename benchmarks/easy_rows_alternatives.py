@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from focus_easy_rows import z_summary  # noqa: E402
 from truth_suite import CACHE, calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
-from loo_adapt.core.ess import ess_mean  # noqa: E402
+from loo_adapt.core.ess_split import ess_mean  # noqa: E402
 from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.estimators.focused import FOCUS_SEED_OFFSET  # noqa: E402
 
