@@ -471,8 +471,8 @@ def _warn_unverified(result, ctx) -> None:
     if bad.size == 0:
         return
     kinds: dict[str, int] = {}
-    for why in result.reason[bad]:
-        kind = _reason_kind(str(why).split(";")[-1].strip())
+    for why in result.reason[bad]:  # the last of the reasons joined by "; " (add_reason)
+        kind = _reason_kind(str(why).split("; ")[-1].strip())
         kinds[kind] = kinds.get(kind, 0) + 1
     counts = "; ".join(f"{v} x {k}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
     had_program = ctx.program is not None or ctx.mixture_fn is not None

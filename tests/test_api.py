@@ -120,8 +120,11 @@ def test_estimator_mixis_through_loo_against_closed_form():
         loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"), estimator="mixis",
                       mixis_draws=read_dict({"log_lik": ll(mu_post[:, ::-1])}, method="mcmc"))
     # a mixture fit of 20 draws is not enough to call anything reliable
-    few = loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"), estimator="mixis",
-                        mixis_draws=read_dict({"log_lik": ll(mu_mix[:, :5])}, method="mcmc"))
+    with pytest.warns(UserWarning, match=rf"{len(y)} of {len(y)} observations have no verified "
+                      rf"estimate \({len(y)} x too few mixture draws\)"):
+        few = loo_adapt.loo(read_dict({"log_lik": ll(mu_post)}, method="mcmc"),
+                            estimator="mixis",
+                            mixis_draws=read_dict({"log_lik": ll(mu_mix[:, :5])}, method="mcmc"))
     assert not few.loo_adapt.reliable.any()
     assert all("MixIS draws" in r for r in few.loo_adapt.reason)
 

@@ -120,8 +120,8 @@ def enough_draws(est, rows=None, what: str = "MixIS") -> tuple[np.ndarray, np.nd
     kish = np.asarray(est.ess, dtype=float)[rows]
     mask = (est.n_samples >= MIN_DRAWS) & (ess_mcse >= MIN_ESS) & (kish >= MIN_ESS)
     why = np.array(["" if ok else (
-        f"{what} draws too few: ({est.n_samples} draws, ESS {s:.0f}, Kish ESS {k:.0f}; "
-        f"need {MIN_DRAWS}, {MIN_ESS:.0f} and {MIN_ESS:.0f})")
+        f"{what} draws too few: ({est.n_samples} draws, ESS {s:.0f}, Kish ESS {k:.0f}, "
+        f"where {MIN_DRAWS}, {MIN_ESS:.0f} and {MIN_ESS:.0f} are needed)")
         for ok, s, k in zip(mask, ess_mcse, kish)], dtype=object)
     return mask, why
 

@@ -149,8 +149,8 @@ def test_khat_table_counts(adapted):
         if m in ("mixis", "mixis+psis", "refit"):  # the MCSE or the ESS failed, no k-hat
             assert "k-hat" not in why
             got = re.search(r"MCSE (\d\.\d+) > (\d\.\d+)", why)
-            few = re.search(r"draws too few: \((\d+) draws, ESS (\d+), Kish ESS (\d+); "
-                            r"need (\d+), (\d+) and (\d+)\)", why)
+            few = re.search(r"draws too few: \((\d+) draws, ESS (\d+), Kish ESS (\d+), "
+                            r"where (\d+), (\d+) and (\d+) are needed\)", why)
             if got is None:  # too few effective draws: one of the three below its bound
                 assert few and min(int(few[k]) - int(few[k + 3]) for k in (1, 2, 3)) < 0
                 assert int(few[3]) == round(pw.diagnostic[i])  # Kish's ESS, the table's
