@@ -304,7 +304,7 @@ def loo(
                                                              ctx.y)
     result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob,
                             draws=draws)
-    result = run_stages(ctx, result, stages)
+    result = run_stages(ctx, result, stages).without_mcse_blocks()
     _warn_unverified(result, ctx)
     name = draws.log_lik_name(var_name)
     layout = observation_layout(data, name, draws.n_chains, draws.n_draws,

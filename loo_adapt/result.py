@@ -246,6 +246,14 @@ class PointwiseLoo:
             reliable=np.asarray(estimate.reliable), reason=np.asarray(estimate.reason))]
         return replace(self, **new)
 
+    def without_mcse_blocks(self) -> PointwiseLoo:
+        """This result with its per-fit MCSE blocks dropped (each holds its fit's influence
+        values, draws x rows): ``mcse_total``, which they gave, stays, for the rows as they
+        stand.  `loo` returns its result so, once no stage will replace rows any more."""
+        if not self.mcse_blocks:
+            return self
+        return replace(self, mcse_blocks=[], row_block=np.full(self.n_obs, -1, dtype=np.int64))
+
     def row_history(self, i: int) -> list[dict]:
         """Every estimate made for observation ``i``, in order: estimator, elpd_i,
         reliable, accepted, reason."""

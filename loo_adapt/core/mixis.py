@@ -124,8 +124,11 @@ class MixISResult:
         the sum times ``weight`` (default 1)."""
         rows = np.asarray(rows, dtype=np.int64)
         w = np.ones(rows.size) if weight is None else np.asarray(weight, dtype=float)
-        chain = None if self.elpd_chain_i is None else self.elpd_chain_i[:, rows].copy()
-        return SumMCSE(self.influence[..., rows].copy(), chain, w.copy())
+        every = rows.size == self.influence.shape[-1] and np.array_equal(
+            rows, np.arange(rows.size))
+        influence = self.influence if every else self.influence[..., rows]  # no copy of all
+        chain = None if self.elpd_chain_i is None else self.elpd_chain_i[:, rows]
+        return SumMCSE(influence, chain, w.copy())
 
 
 def _influence_sum_mcse(influence, elpd_chain, c) -> float:

@@ -398,6 +398,9 @@ def test_total_mcse_counts_only_the_rows_still_held_from_a_fit():
                              [Stage(MixIS(pool_khat=None), rows="all", accept="all"),
                               Stage(Exact(), rows="all", accept="all")])
         assert set(res.method[replaced]) == {"refit"}
+        lean = res.without_mcse_blocks()  # what loo() returns: the blocks' total kept
+        assert lean.mcse_blocks == [] and res.mcse_blocks
+        assert lean.estimates() == res.estimates()
         totals.append(res.elpd_i.sum())
         reported.append(res.estimates()["mcse_elpd_loo"])
         full.append(mixis_loo(mix.log_lik().reshape(4, 250, -1), mcse="delta").mcse_total)
