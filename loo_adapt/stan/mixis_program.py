@@ -529,7 +529,8 @@ def fit_mixture(
         `loo_adapt.estimators.mixture_checks.MAX_DIVERGENT_SHARE` of its draws divergent is run once
         more at ``adapt_delta`` `loo_adapt.stan.refit.RETRY_ADAPT_DELTA` (smaller steps, as a
         refit with divergences is rerun), with another seed; the rerun replaces it (its
-        ``source`` says so).  MixIS verifies no row from a fit still above that share.
+        ``source`` says so) unless it has more divergent draws.  MixIS verifies no row from
+        a fit still above that share.
 
     Returns
     -------
@@ -594,7 +595,8 @@ def fit_mixture(
             again.config = {**again.config, "adapt_delta": retry,
                             "rerun_after_divergent": (f"{k} of {n} draws divergent at "
                                                       f"adapt_delta {delta:g}")}
-            out = again
+            if divergent_count(again)[0] <= k:  # else the first fit, the less divergent
+                out = again
     return out
 
 
