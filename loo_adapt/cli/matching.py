@@ -45,16 +45,11 @@ def n_log_lik(draws, var_name: str = "log_lik") -> int | None:
 
 
 def count_name(stan_file, data: dict, log_lik: str = "log_lik") -> str:
-    """The data entry counting the observations of ``--program``: the integer entry that
-    sizes ``log_lik`` in its generated quantities (``vector[J] log_lik;`` -> ``J``), else
-    ``N`` (as `loo_adapt.stan.program.StanProgram` finds it)."""
-    from loo_adapt.stan.program import log_lik_size
+    """The data entry counting the observations of ``--program`` (as `StanProgram` counts
+    them: `loo_adapt.stan.program.count_entry`)."""
+    from loo_adapt.stan.program import count_entry
 
-    try:
-        size = log_lik_size(open(stan_file, encoding="utf-8").read(), log_lik)
-    except (OSError, UnicodeDecodeError):
-        return "N"
-    return size if size is not None and _is_int(data.get(size)) else "N"
+    return count_entry(stan_file, data, log_lik)
 
 
 def check_observations(data: dict, data_path, n: int | None, count: str = "N") -> None:

@@ -22,6 +22,7 @@ closed form in numpy (:func:`loo_adapt.stan.backends.heldout_log_lik`), used by 
 
 from __future__ import annotations
 
+import pathlib
 import re
 from collections.abc import Mapping, Sequence
 
@@ -30,7 +31,7 @@ import numpy as np
 from loo_adapt.draws import Draws
 from loo_adapt.stan import backends as _stan
 
-__all__ = ["StanProgram"]
+__all__ = ["StanProgram", "count_entry", "log_lik_size"]
 
 
 class _ChainJob:
@@ -109,8 +110,9 @@ def _leading_dim(value) -> int | None:
 
 
 def log_lik_size(code: str, log_lik: str = "log_lik") -> str | None:
-    """The size expression of ``log_lik``'s top-level declaration in generated quantities
-    (``vector[J] log_lik;`` -> ``"J"``), or None where the program does not say it simply.
+    """The size of ``log_lik``'s top-level declaration in generated quantities when it is
+    one name (``vector[J] log_lik;`` -> ``"J"``), else None; the declaration is read as the
+    mixis rewrite reads it (`loo_adapt.stan.mixis_program`).
 
     Examples
     --------
@@ -118,6 +120,7 @@ def log_lik_size(code: str, log_lik: str = "log_lik") -> str | None:
     'J'
     """
     from loo_adapt.stan import stan_source as _src
+    from loo_adapt.stan.mixis_program import MixisProgramError, _size
 
     try:
         masked = _src.mask(code)
@@ -126,14 +129,31 @@ def log_lik_size(code: str, log_lik: str = "log_lik") -> str | None:
             return None
         _, g_open, g_end = blks["generated quantities"]
         stmts = _src.parse(masked, g_open + 1, g_end - 1)
-    except _src.SourceError:
+        decl = next((st for st in stmts if st.kind == "decl" and log_lik in st.declares), None)
+        size = None if decl is None else _size(_src.text_of(masked, decl), log_lik)
+    except (_src.SourceError, MixisProgramError):
         return None
-    for st in stmts:
-        if st.kind == "decl" and log_lik in st.declares:
-            m = re.match(r"\s*(?:vector|row_vector|array)\s*(?:<[^>]*>\s*)?\[\s*([A-Za-z]\w*)\s*\]",
-                         _src.text_of(masked, st))
-            return m.group(1) if m else None
-    return None
+    return size if size is not None and re.fullmatch(r"[A-Za-z]\w*", size) else None
+
+
+def count_entry(stan_file, data: Mapping, log_lik: str = "log_lik") -> str:
+    """The data entry counting a program's observations: the integer entry that sizes
+    ``log_lik`` in its generated quantities (`log_lik_size`), else ``N``.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "m.stan"
+    >>> _ = f.write_text("data { int J; } generated quantities { vector[J] log_lik; }")
+    >>> count_entry(f, {"J": 8}), count_entry(f, {"N": 8})
+    ('J', 'N')
+    """
+    try:
+        code = pathlib.Path(stan_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return "N"
+    size = log_lik_size(code, log_lik)
+    return size if size is not None and _is_size_scalar(data.get(size)) else "N"
 
 
 class StanProgram:
@@ -223,14 +243,7 @@ class StanProgram:
                 raise ValueError(f"n_obs_var={given!r} is not a data entry; the data has "
                                  f"{sorted(self.data)}")
             return given
-        try:
-            code = self.stan_file.read_text(encoding="utf-8")
-        except OSError:
-            return "N"
-        size = log_lik_size(code, self.log_lik_name)
-        if size is not None and size in self.data and _is_size_scalar(self.data[size]):
-            return size
-        return "N"
+        return count_entry(self.stan_file, self.data, self.log_lik_name)
 
     @property
     def n_obs(self) -> int:
