@@ -145,7 +145,7 @@ class Estimate:
     mcse_total : Monte Carlo SE of the total over every row, when an estimator that re-judges
         all rows sets it (spot checks), else None.
     sum_mcse : ``(positions, block)`` pairs: the rows at ``positions`` share one fit's draws
-        and ``block(held)`` (`loo_adapt.estimators.mixis.SumMCSE`) is the MCSE of the sum of
+        and ``block(held)`` (`loo_adapt.core.mixis.SumMCSE`) is the MCSE of the sum of
         those still held; the result adds the blocks' variances to the other rows' pointwise
         ones for the total's MCSE.
     candidates : optional per-candidate records (adaptive IS).
@@ -371,7 +371,7 @@ class Context:
         program), called once on first use; None when there is none.
     own_mixture : the draws of ``mixture_fn`` are the package's own fit of ``program`` (the
         user gave no mixture draws): when they fail
-        `loo_adapt.estimators.mixis.mixture_draws_check`, MixIS verifies no row from them
+        `loo_adapt.estimators.mixture_checks.mixture_draws_check`, MixIS verifies no row from them
         and the later stages go on; the user's own draws that fail it are refused.
     prior_check_fn : (ctx) -> "" when the model family's prior was checked against the fit,
         else why it could not be; None: nothing to check.

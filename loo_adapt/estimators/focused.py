@@ -126,7 +126,7 @@ def _second_opinion(ctx, rows, est, failed: str, what: str) -> str:
     agree, against the posterior draws, point at the posterior draws: the focused estimates
     are used, verified by their MCSE.  At least `SECOND_OPINION_ROWS` rows must be compared
     (held from MixIS alone, "mixis": a row pooled with PSIS is not independent of the
-    posterior draws), and agree by `loo_adapt.estimators.arbiter.agree`.
+    posterior draws), and agree by `loo_adapt.core.pool.agree`.
     """
     from loo_adapt.core.pool import agree
 
@@ -201,7 +201,7 @@ class FocusedMixIS:
             divergence_note,
             enough_draws,
             mixture_draws_check,
-            too_divergent,
+            unverify_divergent,
         )
 
         rows = np.asarray(rows, dtype=np.int64)
@@ -243,11 +243,9 @@ class FocusedMixIS:
             "" if good else (
                 f"focused MixIS MCSE {m:.2f} > {self.max_mcse:.2f}" if e else str(few))
             for good, m, e, few in zip(ok, est.mcse_elpd_i, enough, too_few)], dtype=object)
-        wild = too_divergent(fit, f"the mixture fit focused on {_rows(rows.size)}")
-        if wild:  # no row verified; another round would be as divergent
-            ok[:] = False
-            reason = np.array([wild if not r else f"{r}; {wild}" for r in reason],
-                              dtype=object)
+        # too divergent: no row verified, and another round would be as divergent
+        ok, reason, wild = unverify_divergent(
+            fit, f"the mixture fit focused on {_rows(rows.size)}", ok, reason)
         div = divergence_note(fit, f"The mixture fit focused on {_rows(rows.size)}")
         every = np.arange(rows.size)
         out = Estimate.make(

@@ -18,7 +18,7 @@ from loo_adapt.estimators.mixture_checks import (
     divergence_note,
     enough_draws,
     mixture_draws_check,
-    too_divergent,
+    unverify_divergent,
 )
 
 __all__ = [
@@ -167,16 +167,16 @@ def _agree(ctx, est, rows, pool, psis_se):
     return out, 0.0, far, why, ""
 
 
-def _third_opinion(ctx, ll, failed: str):
+def _third_opinion(ctx, mix_draws, ll, first):
     """When the package's own mixture fit fails `mixture_draws_check` against the posterior
     draws, a second fit of the same mixture (another seed, `Context.mixture_again_fn`)
     tells which of the two is off: (draws, log_lik (chains, draws, n), note) to go on with,
-    or None (skip MixIS, as before).
+    or None (skip MixIS, as before).  ``first`` is the first fit's `DrawsCheck`.
 
     The check compares two fits, so its failure says one of them is off, not which.  If
     the second mixture fit passes the check, the first was off: the second is used.  If it
     fails too but its MixIS estimates agree with the first's row by row
-    (`loo_adapt.estimators.arbiter.agree` over the rows both have enough draws for), two
+    (`loo_adapt.core.pool.agree` over the rows both have enough draws for), two
     independent mixture fits agree against the posterior draws (short posterior chains that
     all under-explore alike): the first is used, and each row is verified by its MCSE.
     Otherwise (they disagree, or the second fit fails) nothing is decided."""
@@ -198,13 +198,12 @@ def _third_opinion(ctx, ll, failed: str):
         return None  # the same draws again: no second opinion
     second = mixture_draws_check(ctx.log_lik, ll2.reshape(-1, n),
                                  chains_posterior=ctx.draws.n_chains, chains_mixture=ll2.shape[0])
+    failed = first.message
     if second.ok is True:
         return again, ll2, (f"The package's first mixture fit failed its check against the "
                             f"posterior draws ({failed}); a second fit with another seed "
                             "passes it and is used")
-    post = ctx.log_lik
-    if any(x.size == post.size and np.array_equal(x.reshape(post.shape), post)
-           for x in (ll, ll2)):
+    if first.identical or second.identical:
         return None  # posterior draws passed off as a mixture fit: nothing to weigh
     first_est, second_est = mixis_loo(ll, mcse="delta"), mixis_loo(ll2, mcse="delta")
     both = enough_draws(first_est)[0] & enough_draws(second_est)[0]
@@ -214,7 +213,7 @@ def _third_opinion(ctx, ll, failed: str):
                          second_est.elpd_i[both], second_est.mcse_elpd_i[both])
     if not ok:
         return None
-    return ctx.mixture, ll, (
+    return mix_draws, ll, (
         f"The package's mixture fit failed its check against the posterior draws ({failed}), "
         f"and so did a second fit with another seed, but the two agree with each other on "
         f"{int(both.sum())} rows (up to {float(np.max(np.abs(z))):.1f} combined MCSEs, sum "
@@ -284,7 +283,7 @@ class MixIS:
                                         chains_posterior=ctx.draws.n_chains,
                                         chains_mixture=ll.shape[0])
             if check.ok is False and own:
-                third = _third_opinion(ctx, ll, check.message)
+                third = _third_opinion(ctx, mix_draws, ll, check)
                 if third is None:
                     return self._skip(ctx, rows, check.message)
                 mix_draws, ll, untold = third
@@ -365,11 +364,7 @@ class MixIS:
                 comparison("MixIS MCSE", m, ">", self.max_mcse) if e else str(few))
             for good, m, e, few, fw in zip(ok, mcse, enough, too_few, far_why)],
             dtype=object)
-        wild = too_divergent(mix_draws, "the mixture fit")
-        if wild:
-            ok[:] = False
-            reason = np.array([wild if not r else f"{r}; {wild}" for r in reason],
-                              dtype=object)
+        ok, reason, _ = unverify_divergent(mix_draws, "the mixture fit", ok, reason)
         every = rows.size == n
         block = est.sum_mcse(rows, grad_mix[rows])
         if pooled.size:

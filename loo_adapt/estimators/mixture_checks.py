@@ -30,6 +30,7 @@ __all__ = [
     "enough_draws",
     "mixture_draws_check",
     "too_divergent",
+    "unverify_divergent",
 ]
 
 
@@ -52,20 +53,36 @@ def divergent_count(draws) -> tuple[int, int]:
     return int(np.count_nonzero(div > 0)), int(div.size)
 
 
+def _named(draws, what: str) -> str:
+    """``what`` names the fit, with its rerun at a higher adapt_delta when it was rerun."""
+    first = (getattr(draws, "config", None) or {}).get("rerun_after_divergent")
+    if not first:
+        return what
+    return f"{what} (rerun at adapt_delta {draws.config.get('adapt_delta'):g}: {first} before)"
+
+
 def too_divergent(draws, what: str) -> str:
     """Why no row of a fit is verified when more than `MAX_DIVERGENT_SHARE` of its draws
     are divergent ("" when they are not)."""
     k, n = divergent_count(draws)
     if n == 0 or k <= MAX_DIVERGENT_SHARE * n:
         return ""
-    first = (getattr(draws, "config", None) or {}).get("rerun_after_divergent")
-    if first:
-        what = (f"{what} (rerun at adapt_delta {draws.config.get('adapt_delta'):g}: "
-                f"{first} before)")
-    return (f"{what} had {k} divergent transitions in {n} draws (more than "
+    return (f"{_named(draws, what)} had {k} divergent transitions in {n} draws (more than "
             f"{MAX_DIVERGENT_SHARE:.0%}): its draws miss part of the mixture posterior "
             "(reparameterise the program, or raise adapt_delta in StanProgram(..., "
             "fit_kwargs={'adapt_delta': ...}))")
+
+
+def unverify_divergent(draws, what: str, ok, reason) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(ok, reason, why)`` of a fit's rows: every row unverified, `too_divergent`'s reason
+    added to each, where the fit is too divergent; as given (and ``why`` "") otherwise."""
+    why = too_divergent(draws, what)
+    if not why:
+        return ok, reason, why
+    from loo_adapt.result import add_reason
+
+    return (np.zeros_like(ok), np.array([add_reason(r, why) for r in reason], dtype=object),
+            why)
 
 
 def divergence_note(draws, what: str) -> str:
@@ -83,11 +100,8 @@ def divergence_note(draws, what: str) -> str:
     k, n = divergent_count(draws)
     if k == 0:
         return ""
-    first = (getattr(draws, "config", None) or {}).get("rerun_after_divergent")
-    if first:
-        delta = draws.config.get("adapt_delta")
-        what = f"{what} (rerun at adapt_delta {delta:g}: {first} before)"
-    return (f"{what} had {k} divergent transition{'s' if k > 1 else ''} in {n} draws: its "
+    return (f"{_named(draws, what)} had {k} divergent transition{'s' if k > 1 else ''} in "
+            f"{n} draws: its "
             "draws may miss part of the mixture posterior, which no MCSE shows; a higher "
             "adapt_delta rules that out (StanProgram(..., fit_kwargs={'adapt_delta': ...}))")
 
@@ -140,12 +154,14 @@ class DrawsCheck(NamedTuple):
     message : what the check found, with its numbers ("" when ``ok`` is True).
     z : the difference of the two means in Monte Carlo SEs.
     khat : Pareto k-hat of the check's importance weights (mixture draws to the posterior).
+    identical : the draws given as mixture draws are the posterior draws themselves.
     """
 
     ok: bool | None
     message: str
     z: float
     khat: float
+    identical: bool = False
 
 
 def _mean_se(values, chains: int) -> float:
@@ -225,7 +241,7 @@ def mixture_draws_check(log_lik_posterior, log_lik_mixture, z: float = 4.0, *,
     if post.shape == mix.shape and np.array_equal(post, mix):
         return DrawsCheck(False, (
             "these do not look like draws of the mixture posterior: they are the posterior "
-            f"draws themselves ({found}))"), value, khat)
+            f"draws themselves ({found}))"), value, khat, identical=True)
     if khat > CHECK_MAX_KHAT or (np.isnan(khat) and log_w.size >= MIN_DRAWS):
         return DrawsCheck(None, (
             f"the mixture draws check cannot tell: {found}, but the weights that reweight them "
