@@ -26,9 +26,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh_cache import fresh_numba_cache  # noqa: E402
 
 
 def main() -> None:
@@ -37,6 +42,7 @@ def main() -> None:
     ap.add_argument("--obs", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    fresh_numba_cache()  # time the kernels of this tree (`fresh_cache`)
 
     from loo_adapt.core import convergence, ess, psis
 

@@ -60,6 +60,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh_cache import fresh_numba_cache  # noqa: E402
 
 ONE_CORE = {k: "1" for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                              "OPENBLAS_NUM_THREADS")}
@@ -141,7 +143,13 @@ def _prepare(source, tool, folder: Path):
         import loo_adapt
 
         pointwise = tool == "loo_adapt"
-        ll_small = np.load(folder / "log_lik.npy", mmap_mode="r")[:, :, :200].copy()
+        from loo_adapt.core._compiled import NUMPY_MAX_CELLS
+
+        full = np.load(folder / "log_lik.npy", mmap_mode="r")
+        # past NUMPY_MAX_CELLS, so that the warm-up runs (and compiles) the numba kernels,
+        # not their numpy twins (with a fresh cache the measured call would compile them)
+        cols = min(full.shape[2], NUMPY_MAX_CELLS // (full.shape[0] * full.shape[1]) + 1)
+        ll_small = full[:, :, :cols].copy()
 
         def small():
             return loo_adapt.loo(ll_small, pointwise=pointwise)
@@ -153,7 +161,20 @@ def _prepare(source, tool, folder: Path):
 
             fit = cmdstanpy.from_csv(str(folder / "csv"))
             fit.draws()  # cmdstanpy reads the values on first use: the input is in memory
-            return (lambda: loo_adapt.loo(fit, pointwise=pointwise)), small
+            # cmdstanpy's draws are (draws, chains, columns): log_lik reaches the kernels as
+            # a read-only strided view (`io.cmdstanpy`), which numba compiles apart; warm
+            # that up too
+            c, d, m = ll_small.shape
+            grid = np.zeros((d, c, m + 9))
+            grid[:, :, 9:] = ll_small.transpose(1, 0, 2)
+            strided = grid[:, :, 9:].transpose(1, 0, 2)
+            strided.flags.writeable = False
+
+            def small_both():
+                small()
+                return loo_adapt.loo(strided, pointwise=pointwise)
+
+            return (lambda: loo_adapt.loo(fit, pointwise=pointwise)), small_both
         if source in ("memmap", "dask"):
             mm = np.load(folder / "log_lik.npy", mmap_mode="r")
             if source == "memmap":
@@ -333,6 +354,7 @@ def main() -> None:
         source, tool, folder, reps, nbytes = args.worker
         print(json.dumps(worker(source, tool, Path(folder), int(reps), int(nbytes))))
         return
+    fresh_numba_cache()  # the workers compile the kernels of this tree (`fresh_cache`)
 
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_loo_call_"))
     tmp.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh_cache import fresh_numba_cache  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -249,6 +252,7 @@ def main() -> None:
     if args.memory_child:
         _memory_child(*args.memory_child)
         return
+    fresh_numba_cache()  # time the kernels of this tree (`fresh_cache`)
     import numba
 
     sizes = [(1000, 2000), (4000, 2000)] if args.quick else [(4000, 10000), (16000, 10000)]
