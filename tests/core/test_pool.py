@@ -253,3 +253,37 @@ def test_a_disagreement_far_beyond_mc_error_unverifies_the_rows():
         right = loo_adapt.loo(post, estimator="mixis",
                               mixis_draws=read_dict({"log_lik": ll_mix}, method="mcmc"))
     assert right.loo_adapt.reliable.all()
+
+
+def test_short_posterior_fits_are_not_pooled_but_still_checked():
+    """A posterior fit of fewer than POOL_MIN_DRAWS draws (4 x 250 exact draws of the normal
+    mean) is not pooled with MixIS, with a note saying why, and its rows agree with the
+    closed-form LOO within their MCSEs; the same fit at 4 x 1000 is pooled.  The agreement
+    test still runs on the short fit: with mixture draws of other data (three outcomes
+    shifted by 0.5) no row compared is verified, each saying why."""
+    from loo_adapt.estimators.mixis import DISAGREE, POOL_MIN_DRAWS
+
+    y, m_loo, truth, mix_p = _normal_mean()
+    rng = np.random.default_rng(11)
+    ll_post, ll_mix = _draws(y, m_loo, mix_p, rng, 4000)
+    mix = read_dict({"log_lik": ll_mix}, method="mcmc")
+    assert 4 * 250 < POOL_MIN_DRAWS <= 4 * 1000
+    for short in (True, False):
+        post = read_dict({"log_lik": ll_post[:, :250] if short else ll_post}, method="mcmc")
+        res = loo_adapt.loo(post, estimator="mixis", mixis_draws=mix).loo_adapt
+        pooled = res.method.astype(str) == "mixis+psis"
+        said = any("not pooled" in n for n in res.notes)
+        assert (not pooled.any() and said) if short else (pooled.sum() >= 10 and not said)
+        assert res.reliable.all()
+        np.testing.assert_array_less(np.abs(res.elpd_i - truth), 4 * res.mcse_elpd_i)
+    comp = rng.choice(y.size, size=4000, p=mix_p)
+    mu = rng.normal(m_loo[comp], np.sqrt(1.0 / (y.size - 1))).reshape(4, -1)
+    y_other = y.copy()
+    y_other[[5, 6, 7]] += 0.5
+    wrong = read_dict({"log_lik": norm.logpdf(y_other, mu[..., None])}, method="mcmc")
+    post = read_dict({"log_lik": ll_post[:, :250]}, method="mcmc")
+    with pytest.warns(UserWarning, match="no verified estimate"):
+        res = loo_adapt.loo(post, estimator="mixis", mixis_draws=wrong).loo_adapt
+    low_k = res.pareto_k < 0.5
+    assert low_k.sum() >= 10 and not res.reliable[low_k].any()
+    assert all(str(r).startswith(DISAGREE) for r in res.reason[low_k])
