@@ -194,8 +194,9 @@ def loo(
     mixis_max_mcse : a MixIS row is reliable when its MCSE is at most this.
     mixis_pool_khat : MixIS rows whose plain-PSIS k-hat is below this (default 1/2, where
         PSIS's Monte Carlo error can be trusted) are pooled with PSIS by inverse variance
-        (two independent samples, `loo_adapt.core.pool`; method "mixis+psis"); None keeps
-        MixIS alone.
+        (two independent samples, `loo_adapt.core.pool`; method "mixis+psis") when the
+        posterior fit has at least 2000 draws (`loo_adapt.estimators.mixis.POOL_MIN_DRAWS`;
+        a note says so below); None keeps MixIS alone.
     mixis_focus : with a program, rows MixIS leaves above ``mixis_max_mcse`` get one more
         mixture fit focused on their leave-one-out posteriors before any refit
         (`loo_adapt.estimators.focused`); False goes straight to the refits.
