@@ -61,7 +61,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fresh_cache import fresh_numba_cache  # noqa: E402
+from fresh_cache import fresh_numba_cache, past_numpy_cells  # noqa: E402
 
 ONE_CORE = {k: "1" for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                              "OPENBLAS_NUM_THREADS")}
@@ -143,13 +143,7 @@ def _prepare(source, tool, folder: Path):
         import loo_adapt
 
         pointwise = tool == "loo_adapt"
-        from loo_adapt.core._compiled import NUMPY_MAX_CELLS
-
-        full = np.load(folder / "log_lik.npy", mmap_mode="r")
-        # past NUMPY_MAX_CELLS, so that the warm-up runs (and compiles) the numba kernels,
-        # not their numpy twins (with a fresh cache the measured call would compile them)
-        cols = min(full.shape[2], NUMPY_MAX_CELLS // (full.shape[0] * full.shape[1]) + 1)
-        ll_small = full[:, :, :cols].copy()
+        ll_small = past_numpy_cells(np.load(folder / "log_lik.npy", mmap_mode="r"))
 
         def small():
             return loo_adapt.loo(ll_small, pointwise=pointwise)
