@@ -85,6 +85,7 @@ from truth_suite import (  # noqa: E402
     fit_mixture_of,
     load_benchmark,
     mixture_fit,
+    suite_module,
     total_mc,
 )
 
@@ -264,6 +265,20 @@ def _mixture_seconds(bench, seed, mixture):
     return sec, ("" if same else "; the mixture fit made again differs from the cached one")
 
 
+def _other_truth(name, other, truth):
+    """The truth of benchmark ``other`` for ``name``, after checking that both were made
+    from the same data (the same observations, in the same order)."""
+    mod = suite_module()
+    if mod.load_data(name) != mod.load_data(other):
+        raise SystemExit(f"--truth-from {name}={other}: the two benchmarks' data differ")
+    alt = np.asarray(mod.load_truth(other))
+    if not np.array_equal(alt[:, 0], truth[:, 0]):
+        raise SystemExit(f"--truth-from {name}={other}: the truths cover different folds")
+    print(f"({name} scored against the truth of {other}: total {alt[:, 1].sum():.2f}, "
+          f"against {truth[:, 1].sum():.2f})")
+    return alt
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--half", default="all", choices=("choose", "report", "all"))
@@ -279,16 +294,24 @@ def main(argv=None):
                         help="run only these rows (labels as printed, e.g. psis mixis "
                              "'default, with program'); psis and mixis always run (the "
                              "targets compare with them)")
+    parser.add_argument("--truth-from", action="append", default=[], metavar="NAME=OTHER",
+                        help="score benchmark NAME against the truth of OTHER, a remake of "
+                             "the same data and model (rhs_wide=rhs_wide_099: the same LOO "
+                             "quantity refitted at adapt_delta 0.99, 107 divergent "
+                             "transitions against 1909); repeatable")
     parser.add_argument("--cached-fit-seconds", dest="time_fits", action="store_false",
                         help="take the mixture fit's seconds as cached (measured in the run "
                              "that made it) instead of fitting it again in this run")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     names = benchmark_names(args.half, args.benchmarks)
+    other = dict(pair.split("=", 1) for pair in args.truth_from)
     summary: dict[str, list] = {}
     for name in names:
         bench = load_benchmark(name, partial=args.partial)
         truth = bench.truth
+        if name in other:
+            truth = _other_truth(name, other[name], truth)
         idx = truth[:, 0].astype(np.int64)
         n_all = int(bench.draws.log_lik().shape[-1])
         t0 = time.perf_counter()
