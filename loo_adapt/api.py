@@ -305,7 +305,9 @@ def loo(
                                                              ctx.y)
     result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob,
                             draws=draws)
-    result = run_stages(ctx, result, stages).without_mcse_blocks()
+    result = run_stages(ctx, result, stages)
+    _warn_block_notes(result)
+    result = result.without_mcse_blocks()
     _warn_unverified(result, ctx)
     name = draws.log_lik_name(var_name)
     layout = observation_layout(data, name, draws.n_chains, draws.n_draws,
@@ -465,6 +467,14 @@ def _reason_kind(reason: str) -> str:
         if reason.startswith(head):
             return kind
     return reason.split(":")[0] or "not verified"
+
+
+def _warn_block_notes(result) -> None:
+    """Warn with the block notes that ask for it and still hold (a later stage did not
+    re-estimate every row of their fit: `PointwiseLoo.live_block_notes`)."""
+    for text, warn in result.live_block_notes():
+        if warn:
+            warnings.warn(text, UserWarning, stacklevel=3)
 
 
 def _warn_unverified(result, ctx) -> None:

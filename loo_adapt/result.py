@@ -124,6 +124,7 @@ class PointwiseLoo:
     notes: list = field(default_factory=list)
     mcse_blocks: list = field(default_factory=list)
     row_block: np.ndarray | None = None
+    block_notes: list = field(default_factory=list)
 
     def __post_init__(self):
         n = len(self.elpd_i)
@@ -207,11 +208,15 @@ class PointwiseLoo:
         # only, keeps it); the estimate's own blocks then claim their accepted rows
         changed = ~np.equal(np.asarray(estimate.elpd_i)[accept], self.elpd_i[take])
         new["row_block"][take[changed]] = -1
-        for pos, block in estimate.sum_mcse:
+        placed = {}  # the estimate's block k -> its index among the result's blocks
+        for k, (pos, block) in enumerate(estimate.sum_mcse):
             held = rows[pos][accept[pos]]
             if held.size:
                 new["mcse_blocks"].append((rows[pos], block))
                 new["row_block"][held] = len(new["mcse_blocks"]) - 1
+                placed[k] = len(new["mcse_blocks"]) - 1
+        new["block_notes"].extend((placed[k], text, warn) for k, text, warn
+                                  in getattr(estimate, "block_notes", ()) if k in placed)
         for col, src in (("elpd_i", "elpd_i"), ("mcse_elpd_i", "mcse_elpd_i"),
                          ("pareto_k_after", "pareto_k"), ("diagnostic", "diagnostic"),
                          ("loo_prob", "loo_prob"), ("rho", "rho"), ("method", "method"),
@@ -231,6 +236,9 @@ class PointwiseLoo:
             # an estimator that re-judged every row set the total itself (spot checks): it
             # stands for every row, and no block is kept apart
             new["mcse_total"] = float(estimate.mcse_total)
+            # the rows stay, their blocks go: the notes about them stay too
+            new["notes"] = _with_live_notes(new["notes"], new["block_notes"], new["row_block"])
+            new["block_notes"] = []
             new["mcse_blocks"] = []
             new["row_block"][:] = -1
         elif new["mcse_blocks"]:
@@ -238,8 +246,8 @@ class PointwiseLoo:
                                               new["mcse_elpd_i"])
         new["p_loo_i"] = new["lpd_i"] - new["elpd_i"]
         new["candidates"] = list(self.candidates) + list(estimate.candidates)
-        new["notes"] = list(self.notes) + [n for n in getattr(estimate, "notes", ())
-                                           if n not in self.notes]
+        new["notes"] = list(new["notes"]) + [n for n in getattr(estimate, "notes", ())
+                                             if n not in new["notes"]]
         new["history"] = list(self.history) + [dict(
             estimator=estimate.estimator, rows=rows, accepted=accept,
             elpd_i=np.asarray(estimate.elpd_i), mcse_elpd_i=np.asarray(estimate.mcse_elpd_i),
@@ -252,7 +260,19 @@ class PointwiseLoo:
         stand.  `loo` returns its result so, once no stage will replace rows any more."""
         if not self.mcse_blocks:
             return self
-        return replace(self, mcse_blocks=[], row_block=np.full(self.n_obs, -1, dtype=np.int64))
+        return replace(self, mcse_blocks=[], row_block=np.full(self.n_obs, -1, dtype=np.int64),
+                       notes=_with_live_notes(self.notes, self.block_notes, self.row_block),
+                       block_notes=[])
+
+    def all_notes(self) -> list[str]:
+        """``notes`` and the texts of the live block notes (`live_block_notes`): what the
+        summary prints."""
+        return _with_live_notes(self.notes, self.block_notes, self.row_block)
+
+    def live_block_notes(self) -> list[tuple[str, bool]]:
+        """The (text, warn) of the block notes whose fit still gives some row's estimate
+        (`Estimate.block_notes`); the others were made moot by later stages."""
+        return _live(self.block_notes, self.row_block)
 
     def row_history(self, i: int) -> list[dict]:
         """Every estimate made for observation ``i``, in order: estimator, elpd_i,
@@ -288,6 +308,19 @@ class PointwiseLoo:
         from loo_adapt.core.psis_loo import loo_totals
 
         return loo_totals(self.elpd_i, self.p_loo_i, self.mcse_elpd_i, self.mcse_total)
+
+
+def _live(block_notes, row_block) -> list[tuple[str, bool]]:
+    """(text, warn) of the block notes whose block still holds a row."""
+    held = set(np.unique(row_block[row_block >= 0]).tolist())
+    return [(text, warn) for b, text, warn in block_notes if b in held]
+
+
+def _with_live_notes(notes, block_notes, row_block) -> list:
+    """``notes`` with the live block notes added (each once)."""
+    out = list(notes)
+    out += [t for t, _ in _live(block_notes, row_block) if t not in out]
+    return out
 
 
 def _blocks_total(blocks, row_block, mcse_i) -> float:

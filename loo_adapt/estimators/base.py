@@ -151,6 +151,10 @@ class Estimate:
     candidates : optional per-candidate records (adaptive IS).
     notes : what the estimator found worth saying in the summary that is not a failure
         (e.g. MixIS not pooled with PSIS, and why); printed by ``summary()``.
+    block_notes : ``(k, text, warn)`` triples: notes about the estimates of the k-th
+        ``sum_mcse`` block's fit, which hold only while the result holds a row from it (a
+        later stage that re-estimates every one of them makes the note moot: it is
+        dropped); ``warn``: `loo` also warns with it when it still holds at the end.
     row_draws : None, or per row a `RowDraws` (the draws and final weights behind the
         estimate; None for a row without them).
     """
@@ -173,12 +177,13 @@ class Estimate:
     row_draws: tuple | None = None
     notes: tuple = ()
     sum_mcse: tuple = ()
+    block_notes: tuple = ()
 
     @classmethod
     def make(cls, estimator: str, rows, elpd_i, mcse_elpd_i, reliable, *,
              verified_by=None, reason=None, pareto_k=None, diagnostic=None, loo_prob=None,
              rho=None, method=None, lpd_i=None, mcse_total=None, candidates=(),
-             row_draws=None, notes=(), sum_mcse=()) -> Estimate:
+             row_draws=None, notes=(), sum_mcse=(), block_notes=()) -> Estimate:
         """Build an estimate, filling the columns not given with NaN / "" and freezing it.
 
         ``method`` gives a per-row estimator name where rows differ (adaptive IS keeps
@@ -195,6 +200,7 @@ class Estimate:
             return frozen(a, dtype=dtype)
 
         reliable = col(reliable, False, bool)
+        blocks = _blocks(sum_mcse, m)
         if verified_by is None:
             verified_by = np.where(reliable, estimator, "")
         if reason is None:
@@ -217,7 +223,8 @@ class Estimate:
             candidates=tuple(candidates),
             notes=tuple(str(n) for n in notes),
             row_draws=None if row_draws is None else _row_records(row_draws, m),
-            sum_mcse=_blocks(sum_mcse, m),
+            sum_mcse=blocks,
+            block_notes=_block_notes(block_notes, len(blocks)),
         )
 
     def __len__(self) -> int:
@@ -233,13 +240,15 @@ class Estimate:
         records = (None if self.row_draws is None
                    else tuple(r for r, m in zip(self.row_draws, mask) if m))
         new_pos = np.cumsum(mask) - 1  # old position -> new one, where kept
-        blocks = []
-        for pos, block in self.sum_mcse:  # each block keeps its own rows, the dropped unheld
-            kept = mask[pos]
+        blocks, new_block = [], {}
+        for k, (pos, block) in enumerate(self.sum_mcse):  # each block keeps its own rows,
+            kept = mask[pos]                              # the dropped unheld
             if kept.any():
+                new_block[k] = len(blocks)
                 blocks.append((new_pos[pos[kept]], _Restricted(block, kept)))
+        notes = tuple((new_block[k], t, w) for k, t, w in self.block_notes if k in new_block)
         return Estimate.make(self.estimator, self.rows[mask], row_draws=records,
-                             notes=self.notes, sum_mcse=tuple(blocks),
+                             notes=self.notes, sum_mcse=tuple(blocks), block_notes=notes,
                              **{c: getattr(self, c)[mask] for c in self.ROW_COLUMNS})
 
     @classmethod
@@ -252,13 +261,15 @@ class Estimate:
         records = None
         if any(p.row_draws is not None for p in parts):
             records = tuple(r for p in parts for r in (p.row_draws or (None,) * len(p)))
-        blocks, offset = [], 0
+        blocks, notes, offset = [], [], 0
         for p in parts:
+            notes.extend((k + len(blocks), t, w) for k, t, w in p.block_notes)
             blocks.extend((pos + offset, block) for pos, block in p.sum_mcse)
             offset += len(p)
         return cls.make(estimator, np.concatenate([p.rows for p in parts]),
                         row_draws=records, mcse_total=mcse_total, sum_mcse=tuple(blocks),
                         notes=tuple(n for p in parts for n in p.notes),
+                        block_notes=tuple(notes),
                         **{c: np.concatenate([getattr(p, c) for p in parts])
                            for c in cls.ROW_COLUMNS})
 
@@ -308,6 +319,17 @@ def _blocks(sum_mcse, m: int) -> tuple:
         if not callable(block):
             raise TypeError("a sum_mcse block must be callable (held mask -> MCSE)")
         out.append((pos, block))
+    return tuple(out)
+
+
+def _block_notes(block_notes, n_blocks: int) -> tuple:
+    """``block_notes`` checked: (block index, text, warn) triples, indices below
+    ``n_blocks``."""
+    out = []
+    for k, text, warn in block_notes:
+        if not 0 <= int(k) < n_blocks:
+            raise ValueError(f"a block note names block {k} of {n_blocks}")
+        out.append((int(k), str(text), bool(warn)))
     return tuple(out)
 
 

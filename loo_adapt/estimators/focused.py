@@ -251,8 +251,9 @@ class FocusedMixIS:
         out = Estimate.make(
             self.name, rows, est.elpd_i, est.mcse_elpd_i, ok, diagnostic=est.ess,
             method="mixis", loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
-            reason=reason, row_draws=records, notes=tuple(t for t in (untold, div) if t),
-            sum_mcse=((every, est.sum_mcse(every)),))
+            reason=reason, row_draws=records, sum_mcse=((every, est.sum_mcse(every)),),
+            # about this fit's estimates: each holds while a row keeps one
+            block_notes=tuple((0, t, False) for t in (untold, div) if t))
         # rows above the bar, or with too few effective draws in this fit (a long enough
         # fit): one more fit focused on them alone gives each a larger share of its draws
         again = ~ok & (est.n_samples >= MIN_DRAWS) & (not wild)
@@ -273,6 +274,7 @@ class FocusedMixIS:
         merged = {name: getattr(first, name).copy() for name in replaced + ("reason",)}
         records = list(first.row_draws)
         blocks = tuple(first.sum_mcse)
+        notes = tuple(first.block_notes)
         if second.row_draws is None:  # skipped: the first fit's estimates stand
             merged["reason"][j] = [add_reason(r, s) for r, s in zip(first.reason[j],
                                                                     second.reason)]
@@ -284,13 +286,14 @@ class FocusedMixIS:
             for t, jj in enumerate(j):
                 records[jj] = second.row_draws[t]
             # the second fit's block claims its rows after the first's (`PointwiseLoo.merge`)
+            notes += tuple((k + len(blocks), t, w) for k, t, w in second.block_notes)
             blocks += tuple((j[pos], block) for pos, block in second.sum_mcse)
         return Estimate.make(
             self.name, first.rows, merged["elpd_i"], merged["mcse_elpd_i"], merged["reliable"],
             diagnostic=merged["diagnostic"], method="mixis", loo_prob=merged["loo_prob"],
             verified_by=merged["verified_by"], reason=merged["reason"], row_draws=records,
             notes=tuple(first.notes) + tuple(n for n in second.notes if n not in first.notes),
-            sum_mcse=blocks)
+            sum_mcse=blocks, block_notes=notes)
 
     def _fit(self, ctx, rows, n):
         """(draws of the focused mixture, "") or (None, why it cannot be fitted); the fit

@@ -123,7 +123,8 @@ def _agree(ctx, est, rows, pool, psis_se):
     be told), the unexplained part of the disagreement, ``D^2 - sd^2``, is added to the
     variance of the total; a note in the summary says so.  Beyond ``FAR_Z`` combined MCSEs
     (a row's, or the sum's: then every candidate row) the disagreement is not noise: those
-    rows are returned as not verified, with the reason (and, for the sum, a warning).
+    rows are returned as not verified, with the reason (and, for the sum, a note that `loo`
+    also warns with while a row holds MixIS's estimate).
 
     ``psis_se`` is PSIS's pointwise MCSE of ``rows`` (`_psis_mcse`).
 
@@ -166,12 +167,9 @@ def _agree(ctx, est, rows, pool, psis_se):
                 "carries an error its MCSE does not show (short or stuck chains, modes weighted "
                 "differently): MixIS alone is used for every row, and the MCSE of elpd_loo "
                 f"includes the unexplained part of the difference ({np.sqrt(extra):.2f})")
-        if abs(z_sum) > FAR_Z:
-            import warnings
-
-            warnings.warn(f"{note}; beyond {FAR_Z:g} MCSEs no row of them is verified: check "
-                          "that the program, its data and both fits are right", UserWarning,
-                          stacklevel=4)
+        if abs(z_sum) > FAR_Z:  # `loo` warns with it if a row still holds MixIS's estimate
+            note += (f"; beyond {FAR_Z:g} MCSEs no row of them is verified: check that the "
+                     "program, its data and both fits are right")
         return np.zeros_like(pool), extra, far, why, note
     ok = np.abs(d) <= POOL_AGREE_Z * sd
     out = np.zeros_like(pool)
@@ -336,7 +334,9 @@ class MixIS:
         far = np.zeros(rows.size, dtype=bool)
         far_why = np.full(rows.size, "", dtype=object)
         div = divergence_note(mix_draws, "The mixture fit")
+        # every note is about this fit's estimates: it holds while a row keeps one
         notes = tuple(t for t in (untold, div) if t)
+        loud = ""  # the note `loo` warns with
         if self.pool_khat is not None:
             base = ctx.base
             k = base.pareto_k[rows]
@@ -345,6 +345,7 @@ class MixIS:
             psis_se = _psis_mcse(ctx, rows, pool, self.mcse)
             agree, extra_var, far, far_why, note = _agree(ctx, est, rows, pool, psis_se)
             notes += (note,) if note else ()
+            loud = note if f"beyond {FAR_Z:g} MCSEs" in note else ""
             pool &= agree
             if pool.any() and ctx.draws.n_samples < POOL_MIN_DRAWS:
                 notes += (f"PSIS rows not pooled with MixIS: the posterior fit has "
@@ -394,7 +395,8 @@ class MixIS:
             "mixis", rows, elpd, mcse, ok, diagnostic=est.ess[rows], method=method,
             pareto_k=khat, loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
             reason=reason, lpd_i=est.lpd_i[rows] if every else None,
-            sum_mcse=((np.arange(rows.size), block),), row_draws=records, notes=notes,
+            sum_mcse=((np.arange(rows.size), block),), row_draws=records,
+            block_notes=tuple((0, t, bool(loud) and t == loud) for t in notes),
         )
 
     def _skip(self, ctx, rows, why, given: bool = False):

@@ -147,10 +147,12 @@ def _split_fields(res: PointwiseLoo) -> tuple[dict, dict, dict]:
 
     ``row_draws`` (each row's draws and weights, for LOO-PIT) and the per-fit MCSE blocks
     (``mcse_blocks``, ``row_block``: the total's MCSE they give is ``mcse_total``) are not
-    stored."""
+    stored; the notes about the blocks that still give a row (``block_notes``) are stored
+    with the other notes."""
     pointwise, dtypes, rest = {}, {}, {}
+    res = res.without_mcse_blocks()
     for f in dataclasses.fields(res):
-        if f.name in ("row_draws", "mcse_blocks", "row_block"):
+        if f.name in ("row_draws", "mcse_blocks", "row_block", "block_notes"):
             continue
         value = getattr(res, f.name)
         if isinstance(value, np.ndarray) and value.ndim == 1 and len(value) == res.n_obs:

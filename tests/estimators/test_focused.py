@@ -479,8 +479,9 @@ def test_a_dominated_mixture_gets_a_focused_fit_over_the_other_rows(tmp_path):
 
 
 def test_divergent_focused_fits_are_noted_through_the_second_round(tmp_path):
-    """Each focused fit's divergent transitions are named in the estimate's notes, the
-    second round's beside the first's (the rounds of `test_rows_left_above_the_bar_...`)."""
+    """Each focused fit's divergent transitions are named in the estimate's block notes
+    (each bound to its fit's rows), the second round's beside the first's (the rounds of
+    `test_rows_left_above_the_bar_...`)."""
     y, post_mean, truth = _problem()
     rng = np.random.default_rng(2)
     rows = np.argsort(np.abs(y))[:30]
@@ -499,10 +500,11 @@ def test_divergent_focused_fits_are_noted_through_the_second_round(tmp_path):
     prog = Divergent(y, post_mean, truth, tmp_path, seed=100)
     est = FocusedMixIS(max_mcse=0.07)(_ctx(posterior, prog, seed=0), rows)
     assert len(prog.asked) == 2
-    notes = [n for n in est.notes if "divergent" in n]
-    assert len(notes) == 2
-    assert "focused on 30 rows had 1 divergent transition in 4000 draws" in notes[0]
-    assert f"focused on {len(prog.asked[1])} rows had 2 divergent transitions" in notes[1]
+    # each bound to its own fit's block: it holds while a row keeps that fit's estimate
+    notes = [(k, n) for k, n, warn in est.block_notes if "divergent" in n and not warn]
+    assert len(notes) == 2 and [k for k, _ in notes] == [0, 1] and len(est.sum_mcse) == 2
+    assert "focused on 30 rows had 1 divergent transition in 4000 draws" in notes[0][1]
+    assert f"focused on {len(prog.asked[1])} rows had 2 divergent transitions" in notes[1][1]
 
 
 def test_posterior_tree_depth_is_the_fastest_chains_median():

@@ -74,6 +74,54 @@ def test_merge_accept_mask_keeps_rejected_rows_and_records_why():
     assert new.row_history(0)[0]["accepted"] is False
 
 
+def test_a_block_note_holds_while_a_row_keeps_its_fits_estimate():
+    """Notes about one fit's estimates (``block_notes``) are printed, stored and warned
+    about only while the result holds a row from that fit: a later stage that
+    re-estimates some of its rows keeps them; one that re-estimates all drops them.  Rows
+    re-judged with their estimate unchanged stay the fit's; `take` and `concat` carry each
+    note with its block."""
+    _, _, res = _base_result()
+
+    def block(held):
+        return 0.1 * float(np.sum(held))
+
+    fit = Estimate.make("mixis", [0, 1, 2], [-0.1, -0.2, -0.3], [0.01] * 3, [True] * 3,
+                        sum_mcse=(([0, 1, 2], block),), notes=("said once",),
+                        block_notes=((0, "about the fit", False), (0, "and loud", True)))
+    with pytest.raises(ValueError, match="block 1 of 1"):
+        Estimate.make("mixis", [0], [-0.1], [0.01], [True], sum_mcse=(([0], block),),
+                      block_notes=((1, "x", False),))
+    one = res.merge(fit)
+    assert one.live_block_notes() == [("about the fit", False), ("and loud", True)]
+    assert one.all_notes() == ["said once", "about the fit", "and loud"]
+    # re-judged, unchanged: still the fit's estimates
+    rejudged = one.merge(Estimate.of_result("spot", one, [0, 1, 2], reliable=False))
+    assert len(rejudged.live_block_notes()) == 2
+    some = one.merge(Estimate.make("refit", [0, 1], [-0.15, -0.25], [0.02] * 2, [True] * 2))
+    assert [t for t, _ in some.live_block_notes()] == ["about the fit", "and loud"]
+    every = some.merge(Estimate.make("refit", [2], [-0.35], [0.02], [True]))
+    assert every.live_block_notes() == [] and every.all_notes() == ["said once"]
+    assert every.without_mcse_blocks().notes == ["said once"]
+    assert some.without_mcse_blocks().notes == ["said once", "about the fit", "and loud"]
+    assert "Note: and loud." in _summary_of(some) and "and loud" not in _summary_of(every)
+    # take keeps a note with its block's rows; concat renumbers the blocks
+    part = fit.take(np.array([False, True, False]))
+    assert part.block_notes == ((0, "about the fit", False), (0, "and loud", True))
+    other = Estimate.make("mixis_focused", [4], [-0.4], [0.01], [True],
+                          sum_mcse=(([0], block),), block_notes=((0, "focused", False),))
+    both = Estimate.concat("x", [fit, other])
+    assert [(k, t) for k, t, _ in both.block_notes] == [
+        (0, "about the fit"), (0, "and loud"), (1, "focused")]
+    after = res.merge(both).merge(Estimate.make("refit", [4], [-0.5], [0.02], [True]))
+    assert [t for t, _ in after.live_block_notes()] == ["about the fit", "and loud"]
+
+
+def _summary_of(result):
+    from loo_adapt.evaluation.summary import format_summary
+
+    return format_summary(result)
+
+
 def test_merge_rejects_rows_out_of_range():
     _, _, res = _base_result()
     with pytest.raises(IndexError):
@@ -473,7 +521,7 @@ def test_mixture_the_check_cannot_tell_about(own):
     assert res.method[-1] == "mixis" and "failed its check" not in str(res.reason[-1])
     z = (res.elpd_i[-1] - truth[-1]) / res.mcse_elpd_i[-1]
     assert abs(z) < 3.0 and str(res.reason[-1]).startswith("MixIS MCSE")
-    assert any("cannot tell" in n and "own mixture fit" in n for n in res.notes)
+    assert any("cannot tell" in n and "own mixture fit" in n for n in res.all_notes())
     ok = res.reliable
     assert np.all(np.abs(res.elpd_i[ok] - truth[ok]) <= 4.0 * res.mcse_elpd_i[ok])
 
@@ -535,7 +583,8 @@ def test_focused_fit_failing_against_the_posterior_asks_the_full_mixture(odd_one
         assert est.reliable.all() and set(est.verified_by) == {"mixis_mcse"}
         assert np.all(np.abs(est.elpd_i - truth) < 4.0 * est.mcse_elpd_i)
         assert any("failed its check against the posterior draws" in n
-                   and "the posterior draws are the odd one out" in n for n in est.notes)
+                   and "the posterior draws are the odd one out" in n
+                   for _, n, _ in est.block_notes)
     else:
         assert not est.reliable.any() and np.isnan(est.elpd_i).all()
         assert all("focused MixIS skipped: these do not look like draws" in r
@@ -592,7 +641,7 @@ def test_a_second_mixture_fit_decides_a_failed_check(case):
     assert np.all(np.abs(res.elpd_i - truth) < 4.0 * res.mcse_elpd_i)
     used = {"posterior off": "the posterior draws are the odd one out",
             "first fit off": "a second fit with another seed passes it and is used"}[case]
-    assert any(used in n for n in res.notes)
+    assert any(used in n for n in res.all_notes())
     if case == "first fit off":  # the second fit's draws are the rows' draws
         assert all(r.draws is second for r in res.row_draws)
 

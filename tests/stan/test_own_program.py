@@ -124,3 +124,44 @@ def test_refits_of_a_program_with_a_parameter_per_observation():
     assert np.all(np.abs(z) < 4.0), (res.elpd_i, truth[[0, 6]], res.mcse_elpd_i)
     with pytest.raises(ValueError, match="one row at a time"):
         program.refit_without([1, 2], seed=1)
+
+
+# ---- a Poisson regression with one count far out (18 where about 2 is expected): the full
+# mixture's draws all sit in that count's leave-one-out posterior, so its MixIS estimates of
+# the other rows disagree with PSIS, and a focused fit over those rows replaces every one
+POISSON = pathlib.Path(__file__).resolve().parents[1] / "data" / "poisson" / "poisson_yrep.stan"
+
+
+def test_notes_and_warnings_about_replaced_estimates_are_dropped():
+    """The full mixture's PSIS / MixIS disagreement concerns estimates that the focused fit
+    then replaces on every row: no warning about it, no note in the summary (its numbers,
+    an MCSE widened by the disagreement, no longer describe the result), and every row is
+    verified, within its error bar of exact refits (4 x 1000 draws each)."""
+    from loo_adapt.stan.heldout import heldout_elpd
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=40)
+    y = rng.poisson(np.exp(0.5 + 0.6 * x))
+    y[5] = 18
+    data = {"N": 40, "x": x.tolist(), "y": y.tolist()}
+    program = StanProgram(POISSON, data, backend="stanli")
+    fit = program.fit(chains=4, warmup=1000, draws=1000, seed=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = loo_adapt.loo(fit, program=program, seed=1, progress=False,
+                            refit_kwargs={"n_jobs": 1})
+    pw = res.loo_adapt
+    mixis = [h for h in pw.history if h["estimator"] == "mixis"][0]
+    # the full mixture's rows were disputed (its warning and note were on their way) ...
+    assert sum(str(r).startswith("PSIS and MixIS disagree") for r in mixis["reason"]) >= 30
+    assert not (pw.method == "psis").any() and pw.checked_for_bias.all()
+    # ... and every one of them was then re-estimated: nothing is said about them
+    assert not any("disagree" in str(w.message) for w in caught)
+    assert "disagree" not in res.summary()
+    assert any("a focused fit over the 39 others" in n for n in pw.notes)
+    truth = np.array([heldout_elpd(program.heldout_log_lik(
+        program.refit_without(i, seed=100 + i), i).reshape(4, -1))[:2] for i in range(40)])
+    z = (pw.elpd_i - truth[:, 0]) / np.hypot(pw.mcse_elpd_i, truth[:, 1])
+    assert np.all(np.abs(z) < 4), z
+    total = np.hypot(pw.estimates()["mcse_elpd_loo"], np.sqrt(np.sum(truth[:, 1] ** 2)))
+    assert abs(pw.elpd_i.sum() - truth[:, 0].sum()) < 3 * total
