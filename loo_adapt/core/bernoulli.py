@@ -22,12 +22,18 @@ def bernoulli_log_p1(log_lik, y):
         raise ValueError("y must be binary (0/1)")
     if (ll > 0).any():
         raise ValueError("a Bernoulli log-likelihood must be <= 0")
-    with np.errstate(divide="ignore"):
-        log_other = np.log(-np.expm1(ll))
-    return np.where(yv == 1, ll, log_other)
+    out = ll.copy()
+    zero = np.flatnonzero(yv == 0)  # only these columns need log(1 - p): the others are p
+    if zero.size:
+        with np.errstate(divide="ignore"):
+            out[..., zero] = np.log(-np.expm1(ll[..., zero]))
+    return out
 
 
-def loo_prob_from_log_lik(log_lik, log_weights, y) -> np.ndarray:
-    """P(y_i = 1 | y_-i) from the weights: the Bernoulli likelihood of the observed y_i
-    gives P(y_i = 1) at each draw."""
-    return np.sum(np.exp(log_weights + bernoulli_log_p1(log_lik, y)), axis=0)
+def loo_prob_from_log_lik(log_lik, log_weights, y, log_p1=None) -> np.ndarray:
+    """P(y_i = 1 | y_-i) from the weights (normalised per observation): the Bernoulli
+    likelihood of the observed y_i gives P(y_i = 1) at each draw (``log_p1``, when the
+    caller has it: `bernoulli_log_p1` of ``log_lik`` and ``y``)."""
+    if log_p1 is None:
+        log_p1 = bernoulli_log_p1(log_lik, y)
+    return np.sum(np.exp(log_weights + log_p1), axis=0)

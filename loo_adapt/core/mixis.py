@@ -347,13 +347,15 @@ def chain_inflation(log_lik, elpd_i) -> float:
     return float(np.sqrt(max(1.0, 1.0 + (f2 - 1.0) / chains)))
 
 
-def mixis_loo_prob(log_lik, log_p1):
+def mixis_loo_prob(log_lik, log_p1, log_weights=None):
     """LOO predictive probability E_{-i}[P(y_i = 1 | theta)] from mixture draws.
 
     Parameters
     ----------
     log_lik : (S, n) or (chains, draws, n) log-likelihood at the mixture draws.
     log_p1 : same shape, log P(y_i = 1 | theta_s) (see ``bernoulli_log_p1``).
+    log_weights : (S, n) the MixIS log weights of these draws normalised per observation
+        (`MixISResult.log_weights` of ``mixis_loo(log_lik)``), or None to compute them.
 
     Returns
     -------
@@ -368,6 +370,13 @@ def mixis_loo_prob(log_lik, log_p1):
     if np.isnan(lp1).any() or (lp1 > 0).any():
         raise ValueError("log_p1 must be log-probabilities (<= 0, no NaN)")
     n = arr.shape[2]
+    if log_weights is not None:
+        lw = np.asarray(log_weights, dtype=np.float64)
+        if lw.shape != (arr.shape[0] * arr.shape[1], n):
+            raise ValueError(f"log_weights has shape {lw.shape}, expected "
+                             f"{(arr.shape[0] * arr.shape[1], n)}")
+        out = logsumexp(lw + lp1.reshape(-1, n), axis=0)
+        return np.exp(np.minimum(out, 0.0))
     log_ratio, _ = mixis_log_weights(arr)
     lr = log_ratio.reshape(-1, n)
     out = logsumexp(lr + lp1.reshape(-1, n), axis=0) - logsumexp(lr, axis=0)

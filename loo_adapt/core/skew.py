@@ -63,13 +63,15 @@ def skew_inflation(influence, ess) -> np.ndarray:
     return 1.0 + np.abs(gamma) / (2.0 * np.sqrt(np.asarray(ess, dtype=np.float64)))
 
 
-def snis_influence(log_weights, log_lik) -> np.ndarray:
+def snis_influence(log_weights, log_lik, normalized: bool = False) -> np.ndarray:
     """Per-draw influence values of ``elpd_i = log(sum_s w_is l_is / sum_s w_is)``.
 
     Parameters
     ----------
     log_weights : (S, n) log importance weights (any normalisation per column).
     log_lik : (S, n) log-likelihood at the same draws.
+    normalized : the weights of each column already sum to one (PSIS's), so their
+        normalisation is not computed again.
 
     Returns
     -------
@@ -83,8 +85,7 @@ def snis_influence(log_weights, log_lik) -> np.ndarray:
     a -= logsumexp(a, axis=0)
     a += np.log(S)
     np.exp(a, out=a)
-    b = lw - logsumexp(lw, axis=0)
-    b += np.log(S)
+    b = lw + np.log(S) if normalized else lw - logsumexp(lw, axis=0) + np.log(S)
     np.exp(b, out=b)
     a -= b
     return a

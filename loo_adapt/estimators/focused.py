@@ -230,7 +230,7 @@ class FocusedMixIS:
         prob = p1 = None
         if ctx.y is not None:
             log_p1 = bernoulli_log_p1(sub, ctx.y[rows])
-            prob = mixis_loo_prob(sub, log_p1)
+            prob = mixis_loo_prob(sub, log_p1, log_weights=est.log_weights)
             p1 = np.exp(log_p1.reshape(-1, rows.size))
             p1.setflags(write=False)
         lw = est.log_weights

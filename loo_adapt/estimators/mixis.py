@@ -105,7 +105,8 @@ def _psis_mcse(ctx, rows, pool, method) -> np.ndarray:
     cols = rows[pool]
     if method != "skew" or cols.size == 0:
         return se
-    z = snis_influence(base.log_weights[:, cols], ctx.log_lik[:, cols])
+    # PSIS's log weights are normalised per column (`core.psis_loo`)
+    z = snis_influence(base.log_weights[:, cols], ctx.log_lik[:, cols], normalized=True)
     se[pool] *= skew_inflation(z, influence_ess(z, ctx.draws.n_chains))
     return se
 
@@ -314,7 +315,7 @@ class MixIS:
         prob = p1 = None
         if ctx.y is not None:
             log_p1 = bernoulli_log_p1(ll, ctx.y)
-            prob = mixis_loo_prob(ll, log_p1)[rows]
+            prob = mixis_loo_prob(ll, log_p1, log_weights=est.log_weights)[rows]
             p1 = np.exp(log_p1.reshape(-1, n))
             p1.setflags(write=False)
         # one shared (S, n) weight matrix; each row's record holds views of its column
@@ -359,10 +360,12 @@ class MixIS:
                     base.elpd_i[r], psis_se[j], elpd[j], mcse[j])
                 post_p1 = None
                 if prob is not None:
+                    post_log_p1 = bernoulli_log_p1(ctx.log_lik[:, r], ctx.y[r])
                     prob_psis = loo_prob_from_log_lik(ctx.log_lik[:, r],
-                                                      base.log_weights[:, r], ctx.y[r])
+                                                      base.log_weights[:, r], ctx.y[r],
+                                                      log_p1=post_log_p1)
                     prob[j] = w * prob_psis + (1.0 - w) * prob[j]
-                    post_p1 = np.exp(bernoulli_log_p1(ctx.log_lik[:, r], ctx.y[r]))
+                    post_p1 = np.exp(post_log_p1, out=post_log_p1)
                     post_p1.setflags(write=False)
                 post_lw = base.log_weights
                 for t, (jj, i) in enumerate(zip(j, r)):

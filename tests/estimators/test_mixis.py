@@ -207,6 +207,11 @@ def test_loo_prob_logistic_against_quadrature():
     prob = mixis_loo_prob(ll, bernoulli_log_p1(ll, y))
     np.testing.assert_allclose(res.elpd_i, truth_elpd, atol=4 * res.mcse_elpd_i.max())
     np.testing.assert_allclose(prob, truth_prob, atol=0.02)
+    # with the weights mixis_loo already has (no second pass over the draws)
+    given = mixis_loo_prob(ll, bernoulli_log_p1(ll, y), log_weights=res.log_weights)
+    np.testing.assert_allclose(given, truth_prob, atol=0.02)
+    with pytest.raises(ValueError, match="log_weights has shape"):
+        mixis_loo_prob(ll, bernoulli_log_p1(ll, y), log_weights=res.log_weights[:, :-1])
 
 
 def test_bernoulli_log_p1_extremes():
@@ -215,6 +220,12 @@ def test_bernoulli_log_p1_extremes():
     assert np.all(np.isfinite(lp1[:, 1:]))
     assert lp1[0, 1] == pytest.approx(-np.exp(-800.0), abs=1e-300)
     assert lp1[0, 2] == -0.5
+    # (chains, draws, n) input: y == 0 columns only are transformed
+    ll3 = np.log(np.random.default_rng(1).uniform(0.05, 0.95, size=(2, 3, 4)))
+    lp3 = bernoulli_log_p1(ll3, np.array([1, 0, 0, 1]))
+    np.testing.assert_array_equal(lp3[..., [0, 3]], ll3[..., [0, 3]])
+    np.testing.assert_allclose(np.exp(lp3[..., [1, 2]]), 1 - np.exp(ll3[..., [1, 2]]),
+                               rtol=1e-12)
 
 
 def test_overflow_guarded():
