@@ -132,13 +132,14 @@ def _agree(ctx, est, rows, pool, psis_se):
     Returns
     -------
     (mask of rows to pool, extra variance of the total, mask of rows not verified,
-    their reasons, a note for the summary when the sums disagree)
+    their reasons, a note for the summary when the sums disagree, whether `loo` also warns
+    with it: the sums disagree beyond ``FAR_Z``)
     """
     far = np.zeros_like(pool)
     why = np.full(pool.size, "", dtype=object)
     j = np.flatnonzero(pool)
     if j.size == 0:
-        return pool, 0.0, far, why, ""
+        return pool, 0.0, far, why, "", False
     base = ctx.base
     r = rows[j]
     d = base.elpd_i[r] - est.elpd_i[r]
@@ -168,14 +169,15 @@ def _agree(ctx, est, rows, pool, psis_se):
                 "carries an error its MCSE does not show (short or stuck chains, modes weighted "
                 "differently): MixIS alone is used for every row, and the MCSE of elpd_loo "
                 f"includes the unexplained part of the difference ({np.sqrt(extra):.2f})")
-        if abs(z_sum) > FAR_Z:  # `loo` warns with it if a row still holds MixIS's estimate
+        loud = abs(z_sum) > FAR_Z  # `loo` warns with it if a row still holds MixIS's estimate
+        if loud:
             note += (f"; beyond {FAR_Z:g} MCSEs no row of them is verified: check that the "
                      "program, its data and both fits are right")
-        return np.zeros_like(pool), extra, far, why, note
+        return np.zeros_like(pool), extra, far, why, note, loud
     ok = np.abs(d) <= POOL_AGREE_Z * sd
     out = np.zeros_like(pool)
     out[j[ok]] = True
-    return out, 0.0, far, why, ""
+    return out, 0.0, far, why, "", False
 
 
 def _third_opinion(ctx, mix_draws, ll, first):
@@ -335,23 +337,23 @@ class MixIS:
         far = np.zeros(rows.size, dtype=bool)
         far_why = np.full(rows.size, "", dtype=object)
         div = divergence_note(mix_draws, "The mixture fit")
-        # every note is about this fit's estimates: it holds while a row keeps one
-        notes = tuple(t for t in (untold, div) if t)
-        loud = ""  # the note `loo` warns with
+        # (text, whether `loo` warns with it): every note is about this fit's estimates,
+        # and holds while a row keeps one
+        notes = [(t, False) for t in (untold, div) if t]
         if self.pool_khat is not None:
             base = ctx.base
             k = base.pareto_k[rows]
             pool = (enough & (k < self.pool_khat) & np.isfinite(base.elpd_i[rows])
                     & np.isfinite(base.mcse_elpd_i[rows]) & ~_chains_disagree(ctx, rows))
             psis_se = _psis_mcse(ctx, rows, pool, self.mcse)
-            agree, extra_var, far, far_why, note = _agree(ctx, est, rows, pool, psis_se)
-            notes += (note,) if note else ()
-            loud = note if f"beyond {FAR_Z:g} MCSEs" in note else ""
+            agree, extra_var, far, far_why, note, loud = _agree(ctx, est, rows, pool, psis_se)
+            notes += [(note, loud)] if note else []
             pool &= agree
             if pool.any() and ctx.draws.n_samples < POOL_MIN_DRAWS:
-                notes += (f"PSIS rows not pooled with MixIS: the posterior fit has "
-                          f"{ctx.draws.n_samples} draws (pooling needs {POOL_MIN_DRAWS}, "
-                          "below which PSIS's MCSE misses the error its chains share)",)
+                notes.append((f"PSIS rows not pooled with MixIS: the posterior fit has "
+                              f"{ctx.draws.n_samples} draws (pooling needs {POOL_MIN_DRAWS}, "
+                              "below which PSIS's MCSE misses the error its chains share)",
+                              False))
                 pool[:] = False
             j = np.flatnonzero(pool)
             r = rows[j]
@@ -399,7 +401,7 @@ class MixIS:
             pareto_k=khat, loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
             reason=reason, lpd_i=est.lpd_i[rows] if every else None,
             sum_mcse=((np.arange(rows.size), block),), row_draws=records,
-            block_notes=tuple((0, t, bool(loud) and t == loud) for t in notes),
+            block_notes=tuple((0, t, w) for t, w in notes),
         )
 
     def _skip(self, ctx, rows, why, given: bool = False):
