@@ -261,8 +261,7 @@ class PointwiseLoo:
         if not self.mcse_blocks:
             return self
         return replace(self, mcse_blocks=[], row_block=np.full(self.n_obs, -1, dtype=np.int64),
-                       notes=_with_live_notes(self.notes, self.block_notes, self.row_block),
-                       block_notes=[])
+                       notes=self.all_notes(), block_notes=[])
 
     def all_notes(self) -> list[str]:
         """``notes`` and the texts of the live block notes (`live_block_notes`): what the

@@ -164,8 +164,7 @@ def format_summary(result, scale: str = "log") -> str:
             + f"; not verified: {int(np.sum(result.unreliable))}")
         lines.append("  (certified: adapted and passed the bias checks; mixis_mcse: MixIS (or "
                      "pooled) MCSE small enough; refit: exact refit)")
-    every = getattr(result, "all_notes", None)
-    for note in (every() if every is not None else getattr(result, "notes", None)) or ():
+    for note in result.all_notes():
         lines.append(f"Note: {note}.")
     lines.extend(_unreliable_lines(result))
     return "\n".join(lines)
