@@ -274,7 +274,7 @@ class FocusedMixIS:
         merged = {name: getattr(first, name).copy() for name in replaced + ("reason",)}
         records = list(first.row_draws)
         blocks = tuple(first.sum_mcse)
-        notes = tuple(first.block_notes)
+        bound = tuple(first.block_notes)  # each note with its fit's block
         if second.row_draws is None:  # skipped: the first fit's estimates stand
             merged["reason"][j] = [add_reason(r, s) for r, s in zip(first.reason[j],
                                                                     second.reason)]
@@ -286,14 +286,14 @@ class FocusedMixIS:
             for t, jj in enumerate(j):
                 records[jj] = second.row_draws[t]
             # the second fit's block claims its rows after the first's (`PointwiseLoo.merge`)
-            notes += tuple((k + len(blocks), t, w) for k, t, w in second.block_notes)
+            bound += tuple((k + len(blocks), t, w) for k, t, w in second.block_notes)
             blocks += tuple((j[pos], block) for pos, block in second.sum_mcse)
         return Estimate.make(
             self.name, first.rows, merged["elpd_i"], merged["mcse_elpd_i"], merged["reliable"],
             diagnostic=merged["diagnostic"], method="mixis", loo_prob=merged["loo_prob"],
             verified_by=merged["verified_by"], reason=merged["reason"], row_draws=records,
             notes=tuple(first.notes) + tuple(n for n in second.notes if n not in first.notes),
-            sum_mcse=blocks, block_notes=notes)
+            sum_mcse=blocks, block_notes=bound)
 
     def _fit(self, ctx, rows, n):
         """(draws of the focused mixture, "") or (None, why it cannot be fitted); the fit
