@@ -56,11 +56,11 @@ posterior fit and truth, so they are not independent tests of a common sign).
 (row, z, error, MCSE, the truth's MC error, plain-PSIS k-hat, the stage that verified it and
 the method) and the signs of the verified rows with |z| > 2 with a two-sided binomial
 p-value against equal signs; the closing summary adds those signs over every benchmark and
-seed.  Per estimator the summary also gives, per benchmark, the median cost over the seeds
-and the rms z of the verified rows of all its seeds together.  That p-value takes the rows as
-independent, which rows estimated from one sample of
+seed.  That p-value takes the rows as independent, which rows estimated from one sample of
 draws are not (on logistic_n300 320 rows carry 13-14 independent ones): a small p flags a
 shared sign to test, and `mixis_calibration.py --null` tests it with the rows' correlation.
+Per estimator the summary also gives, per benchmark, the median cost over the seeds and the
+rms z of the verified rows of all its seeds together.
 
 ``--partial`` evaluates a benchmark whose brute-force refits are not all done on the folds
 that are (the estimators still see every observation; errors, totals and the combined MC
