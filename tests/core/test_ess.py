@@ -1,9 +1,10 @@
 """relative_eff against R loo's values, on both engines (the direct numba kernel, which
 computes only the lags Geyer's sequence reads, and the numpy FFT twin of a cold start).
 
-The reference values (tests/data/ess_reference/*.csv) come from a line-by-line
-transcription of R loo's ``relative_eff`` / ``ess_rfun`` / ``autocovariance`` (FFT), written
-apart from `loo_adapt.core.ess` (see make_reference.py there: R is not installed here)."""
+The reference values are R loo 2.5.1's own ``relative_eff`` output
+(tests/data/ess_reference/r_loo/*.csv, written by make_r_reference.py there with Rscript and
+Debian's r-cran-loo); the inputs are rebuilt from their seeds by make_reference.py, whose
+line-by-line transcription of R's code (``<case>.csv``) equals R's output to 5e-14."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def engine(request, monkeypatch):
 
 
 def _reference(name):
-    return pd.read_csv(REF / f"{name}.csv")["r_eff"].to_numpy()
+    """R loo's relative_eff of the case (R's own output, not the transcription)."""
+    return pd.read_csv(REF / "r_loo" / f"{name}.csv", comment="#")["r_eff"].to_numpy()
 
 
 @pytest.mark.parametrize("name", sorted(_CASES))

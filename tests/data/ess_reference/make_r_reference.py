@@ -1,0 +1,69 @@
+"""Write R loo's own ``relative_eff`` values for the cases of make_reference.py.
+
+Needs ``Rscript`` with the loo package (loo 2.5.1 here: Debian's ``r-cran-loo``; loo >= 2.8
+computes r_eff through ``posterior::ess_basic`` and differs in the last digits).  Each case's
+likelihood values ``exp(log_lik)`` are written as raw float64 in C order (chains, draws, n),
+read by R into its iterations x chains x n layout, and passed to ``loo::relative_eff``;
+R prints the values with 17 significant digits.
+
+    python tests/data/ess_reference/make_r_reference.py
+
+writes ``r_loo/<case>.csv`` (column ``r_eff``) and prints the largest relative difference
+from the transcription's values in ``<case>.csv`` (make_reference.py), a check of the
+transcription the tests read where R is absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "r_loo"
+
+R_SCRIPT = r"""
+args <- commandArgs(trailingOnly = TRUE)
+dims <- as.integer(args[2:4])             # chains, draws, n (C order)
+x <- readBin(args[1], "double", n = prod(dims))
+dim(x) <- rev(dims)                        # R reads C order as (n, draws, chains)
+lik <- aperm(x, c(2, 3, 1))                # iterations x chains x n, as loo wants
+suppressMessages(library(loo))
+r <- relative_eff(lik, cores = 1)
+writeLines(c(paste0("# loo ", as.character(packageVersion("loo")), ", ",
+                    R.version.string), "r_eff", sprintf("%.17g", r)), args[5])
+"""
+
+
+def _cases():
+    spec = importlib.util.spec_from_file_location("ess_make_reference",
+                                                  HERE / "make_reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["ess_make_reference"] = mod
+    spec.loader.exec_module(mod)
+    return mod.cases()
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "r_eff.R"
+        script.write_text(R_SCRIPT)
+        for name, ll in _cases().items():
+            raw = Path(tmp) / f"{name}.f64"
+            np.ascontiguousarray(np.exp(ll), dtype="<f8").tofile(raw)
+            subprocess.run(["Rscript", str(script), str(raw), *map(str, ll.shape),
+                            str(OUT / f"{name}.csv")], check=True)
+            r = pd.read_csv(OUT / f"{name}.csv", comment="#")["r_eff"].to_numpy()
+            tr = pd.read_csv(HERE / f"{name}.csv")["r_eff"].to_numpy()
+            rel = np.max(np.abs(r - tr) / np.abs(r))
+            print(f"{name:10s} {ll.shape}  max |R - transcription| / R = {rel:.1e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Write R loo's own PSIS-LOO values for the cases of make_reference.py.
+
+Needs ``Rscript`` with the loo package (loo 2.5.1 here: Debian's ``r-cran-loo``).  Each
+case's log-likelihood (chains, draws, n) is written as raw float64 in C order and read by R
+into its iterations x chains x n layout; R then runs, with the case's scalar r_eff,
+
+* ``psis(-ll, r_eff = r)`` on the draws x n matrix: ``pareto_k_values`` -> ``khat``;
+* ``loo(ll, r_eff = r)`` on the array: ``pointwise[, "elpd_loo"]`` -> ``elpd_loo`` and
+  ``pareto_k_values`` -> ``khat_loo``;
+
+and prints every value with 17 significant digits.
+
+    python tests/data/psis_reference/make_r_reference.py
+
+writes ``r_loo/<case>.csv`` and prints the largest difference from the arviz 0.x values in
+``<case>.csv`` (make_reference.py), which the tests also read.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "r_loo"
+
+R_SCRIPT = r"""
+args <- commandArgs(trailingOnly = TRUE)
+dims <- as.integer(args[2:4])              # chains, draws, n (C order)
+x <- readBin(args[1], "double", n = prod(dims))
+dim(x) <- rev(dims)                         # R reads C order as (n, draws, chains)
+ll <- aperm(x, c(2, 3, 1))                  # iterations x chains x n
+r_eff <- rep(as.numeric(args[5]), dims[3])   # one value per observation, as loo wants
+suppressMessages(library(loo))
+m <- matrix(ll, nrow = dims[1] * dims[2])   # draws x n (iterations fastest, as loo does)
+ps <- suppressWarnings(psis(-m, r_eff = r_eff, cores = 1))
+res <- suppressWarnings(loo(ll, r_eff = r_eff, cores = 1))
+f <- function(v) sprintf("%.17g", v)
+writeLines(c(paste0("# loo ", as.character(packageVersion("loo")), ", ", R.version.string),
+             "khat,elpd_loo,khat_loo",
+             paste(f(pareto_k_values(ps)), f(res$pointwise[, "elpd_loo"]),
+                   f(pareto_k_values(res)), sep = ",")), args[6])
+"""
+
+
+def _cases():
+    spec = importlib.util.spec_from_file_location("psis_make_reference",
+                                                  HERE / "make_reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["psis_make_reference"] = mod
+    spec.loader.exec_module(mod)
+    return mod.cases()
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "psis.R"
+        script.write_text(R_SCRIPT)
+        for name, (ll, reff) in _cases().items():
+            raw = Path(tmp) / f"{name}.f64"
+            np.ascontiguousarray(ll, dtype="<f8").tofile(raw)
+            subprocess.run(["Rscript", str(script), str(raw), *map(str, ll.shape), repr(reff),
+                            str(OUT / f"{name}.csv")], check=True)
+            r = pd.read_csv(OUT / f"{name}.csv", comment="#")
+            az = pd.read_csv(HERE / f"{name}.csv")
+            diff = {c: float(np.max(np.abs(r[c] - az[c]))) for c in r.columns}
+            print(f"{name:18s} {ll.shape}  max |R - arviz 0.x|: "
+                  + ", ".join(f"{c} {d:.1e}" for c, d in diff.items()))
+
+
+if __name__ == "__main__":
+    main()
