@@ -321,9 +321,12 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
     checked, worst = [], 0.0
     for i in obs.tolist():
         try:
-            reduced = StanLogDensity.from_stan(program.stan_file,
-                                               _jsonable(program.data_without(i)),
-                                               log_lik=density.log_lik_name)
+            if hasattr(program, "log_density_without"):
+                reduced = program.log_density_without(i)
+            else:
+                reduced = StanLogDensity.from_stan(program.stan_file,
+                                                   _jsonable(program.data_without(i)),
+                                                   log_lik=density.log_lik_name)
         except Exception as err:  # noqa: BLE001 - the data cannot drop one observation
             warnings.warn(
                 f"the program's data could not be built without observation "

@@ -219,6 +219,7 @@ class StanProgram:
         self.n_obs_var = self._find_n_obs_var(n_obs_var)
         self.obs_dim_vars = self._check_obs_dim_vars(obs_dim_vars)
         self._log_density = None
+        self._reduced_densities: dict[int, object] = {}  # log_density_without(i)
         self._flagged = None  # with_mixis(), written once
         self._by_term = None  # leaves_out_by_term(), decided once
 
@@ -226,6 +227,7 @@ class StanProgram:
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_log_density"] = None
+        state["_reduced_densities"] = {}
         return state
 
     def __repr__(self) -> str:
@@ -551,6 +553,20 @@ class StanProgram:
                 self.stan_file, _stan._jsonable(self.data), log_lik=self.log_lik_name
             )
         return self._log_density
+
+    def log_density_without(self, i: int):
+        """The model on the data without observation ``i`` (0-based), unconstrained scale:
+        the ``StanLogDensity`` of `data_without`, cached per observation like
+        `log_density` (the identity check of every ``loo()`` call with this program reads
+        the same few observations' models)."""
+        i = _check_index(i, self.n_obs)
+        if i not in self._reduced_densities:
+            from loo_adapt.stan.log_density import StanLogDensity
+
+            self._reduced_densities[i] = StanLogDensity.from_stan(
+                self.stan_file, _stan._jsonable(self.data_without(i)),
+                log_lik=self.log_lik_name)
+        return self._reduced_densities[i]
 
     def heldout_log_lik(self, refit_draws: Draws, i: int, *, method: str = "auto") -> np.ndarray:
         """log p(y_i | theta_s) at the draws of a refit without i, shape (S,), chains stacked.
