@@ -16,7 +16,7 @@ from loo_adapt.estimators.base import Context, Stage, run_stages
 from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS, FocusedMixIS
 from loo_adapt.estimators.mixis import POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
-from loo_adapt.estimators.psis import initial_result, loo_prob_from_log_lik
+from loo_adapt.estimators.psis import initial_result
 from loo_adapt.estimators.refit import Refit
 from loo_adapt.estimators.spot_check import SpotCheck
 from loo_adapt.result import observation_label
@@ -301,8 +301,7 @@ def loo(
     base = ctx.base
     if y is not None:
         ctx.y = _check_y(y, base.elpd_i.size)
-    prob = None if ctx.y is None else loo_prob_from_log_lik(ctx.log_lik, base.log_weights,
-                                                             ctx.y)
+    prob = ctx.psis_loo_prob
     result = initial_result(base, khat_threshold=ctx.threshold, y=ctx.y, loo_prob=prob,
                             draws=draws)
     result = run_stages(ctx, result, stages)

@@ -20,6 +20,9 @@ def bernoulli_log_p1(log_lik, y):
         raise ValueError(f"y has shape {yv.shape}, expected ({ll.shape[-1]},)")
     if not np.isin(yv, (0, 1)).all():
         raise ValueError("y must be binary (0/1)")
+    fused = _log_p1_compiled(ll, yv)
+    if fused is not None:
+        return fused
     if (ll > 0).any():
         raise ValueError("a Bernoulli log-likelihood must be <= 0")
     out = ll.copy()
@@ -28,6 +31,23 @@ def bernoulli_log_p1(log_lik, y):
         with np.errstate(divide="ignore"):
             out[..., zero] = np.log(-np.expm1(ll[..., zero]))
     return out
+
+
+def _log_p1_compiled(ll, y):
+    """`bernoulli_log_p1` by the numba kernel (`loo_adapt.core._mixis_kernel`), or None where
+    the numpy code runs: a cold start (`loo_adapt.core._compiled.use_numba`), or a value it
+    must refuse (it raises)."""
+    from loo_adapt.core._compiled import use_numba
+    from loo_adapt.core._mixis_kernel import _OK, _bernoulli_log_p1
+
+    n = ll.shape[-1] if ll.ndim else 0
+    if ll.ndim < 1 or ll.size == 0 or not use_numba(_bernoulli_log_p1, ll.size):
+        return None
+    flat = np.ascontiguousarray(ll.reshape(-1, n))
+    out = np.empty_like(flat)
+    if _bernoulli_log_p1(flat, np.ascontiguousarray(y, dtype=np.int64), out) != _OK:
+        return None
+    return out.reshape(ll.shape)
 
 
 def loo_prob_from_log_lik(log_lik, log_weights, y, log_p1=None) -> np.ndarray:

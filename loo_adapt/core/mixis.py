@@ -263,6 +263,9 @@ def mixis_loo(log_lik, mcse: str = "skew"):
     arr = _as_draws(log_lik)
     chains, draws, n = arr.shape
     S = chains * draws
+    fused = _mixis_compiled(arr, mcse)
+    if fused is not None:
+        return fused
     log_ratio, neg_lse = mixis_log_weights(arr)  # (c, d, n), (c, d)
     flat_lr = log_ratio.reshape(S, n)
     flat_neg_lse = neg_lse.reshape(S)
@@ -293,6 +296,51 @@ def mixis_loo(log_lik, mcse: str = "skew"):
         inflation = chain_inflation(arr, elpd) if mcse == "chains" else 1.0
     out = MixISResult(elpd_i=elpd, lpd_i=lpd, p_loo_i=lpd - elpd, mcse_elpd_i=mcse_d * inflation,
                       ess=ess_kish, ess_mcse=ess_z, log_weights=log_w, n_samples=S,
+                      influence=z.reshape(chains, draws, n), elpd_chain_i=elpd_chain,
+                      mcse_delta_i=mcse_d, mcse_inflation=inflation)
+    out.mcse_total = out.mcse_of_sum(np.ones(n))
+    return out
+
+
+def _mixis_compiled(arr, mcse):
+    """`mixis_loo` computed by the numba kernel
+    (`loo_adapt.core._mixis_kernel`), or None where the numpy twin runs: a cold start
+    (`loo_adapt.core._compiled.use_numba`) or an input value that is not finite."""
+    from loo_adapt.core._compiled import use_numba
+    from loo_adapt.core._mixis_kernel import _OK, _mixis_pass
+
+    chains, draws, n = arr.shape
+    S = chains * draws
+    if not use_numba(_mixis_pass, S * n):
+        return None
+    flat = np.ascontiguousarray(arr.reshape(S, n))
+    log_w = np.empty((S, n))
+    z = np.empty((S, n))
+    neg_lse = np.empty(S)
+    stats = np.empty((7, n))
+    chain_den = np.empty((chains, n))
+    chain_num = np.empty(chains)
+    if _mixis_pass(flat, chains, log_w, z, neg_lse, stats, chain_den, chain_num) != _OK:
+        return None
+    return _mixis_result(stats, chain_den, chain_num, log_w, z, arr, mcse)
+
+
+def _mixis_result(stats, chain_den, chain_num, log_w, z, arr, mcse):
+    """`MixISResult` from the kernel's outputs (`_mixis_compiled`)."""
+    from loo_adapt.core.skew import skew_from_moments
+
+    chains, draws, n = arr.shape
+    S = chains * draws
+    elpd, lpd = stats[0].copy(), stats[1].copy()
+    ess_z = influence_ess(z, chains, var=stats[3])
+    mcse_d = np.sqrt(stats[3] / ess_z)
+    elpd_chain = chain_num[:, None] - chain_den if chains >= 4 else None
+    if mcse == "skew":
+        inflation = skew_from_moments(stats[4], stats[5], ess_z)
+    else:
+        inflation = chain_inflation(arr, elpd) if mcse == "chains" else 1.0
+    out = MixISResult(elpd_i=elpd, lpd_i=lpd, p_loo_i=lpd - elpd, mcse_elpd_i=mcse_d * inflation,
+                      ess=stats[2].copy(), ess_mcse=ess_z, log_weights=log_w, n_samples=S,
                       influence=z.reshape(chains, draws, n), elpd_chain_i=elpd_chain,
                       mcse_delta_i=mcse_d, mcse_inflation=inflation)
     out.mcse_total = out.mcse_of_sum(np.ones(n))
@@ -367,9 +415,13 @@ def mixis_loo_prob(log_lik, log_p1, log_weights=None):
         lp1 = lp1[None]
     if lp1.shape != arr.shape:
         raise ValueError(f"log_p1 has shape {np.shape(log_p1)}, log_lik has {np.shape(log_lik)}")
+    n = arr.shape[2]
+    if log_weights is not None and np.shape(log_weights) == (arr.shape[0] * arr.shape[1], n):
+        fused = _loo_prob_compiled(log_weights, lp1.reshape(-1, n))
+        if fused is not None:
+            return fused
     if np.isnan(lp1).any() or (lp1 > 0).any():
         raise ValueError("log_p1 must be log-probabilities (<= 0, no NaN)")
-    n = arr.shape[2]
     if log_weights is not None:
         lw = np.asarray(log_weights, dtype=np.float64)
         if lw.shape != (arr.shape[0] * arr.shape[1], n):
@@ -381,3 +433,18 @@ def mixis_loo_prob(log_lik, log_p1, log_weights=None):
     lr = log_ratio.reshape(-1, n)
     out = logsumexp(lr + lp1.reshape(-1, n), axis=0) - logsumexp(lr, axis=0)
     return np.exp(np.minimum(out, 0.0))
+
+
+def _loo_prob_compiled(log_weights, log_p1):
+    """`mixis_loo_prob` from given normalised weights by the numba kernel, or None where
+    the numpy code runs (a cold start; a log_p1 it must refuse, or a non-finite sum)."""
+    from loo_adapt.core._compiled import use_numba
+    from loo_adapt.core._mixis_kernel import _OK, _weighted_prob
+
+    lw = np.asarray(log_weights, dtype=np.float64)
+    if lw.ndim != 2 or not use_numba(_weighted_prob, lw.size):
+        return None
+    out = np.empty(lw.shape[1])
+    if _weighted_prob(np.ascontiguousarray(lw), np.ascontiguousarray(log_p1), out) != _OK:
+        return None
+    return out

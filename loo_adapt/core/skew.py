@@ -16,7 +16,8 @@ import numpy as np
 from loo_adapt.core.ess_split import ess_mean
 from loo_adapt.core.lse import logsumexp
 
-__all__ = ["influence_ess", "skew_inflation", "snis_influence"]
+__all__ = ["influence_ess", "skew_from_moments", "skew_inflation", "snis_influence",
+           "snis_influence_moments"]
 
 
 def skew_inflation(influence, ess) -> np.ndarray:
@@ -58,8 +59,15 @@ def skew_inflation(influence, ess) -> np.ndarray:
     m2 = np.mean(z2, axis=0)
     z2 *= z
     m3 = np.mean(z2, axis=0)
+    return skew_from_moments(m2, m3, ess)
+
+
+def skew_from_moments(m2, m3, ess) -> np.ndarray:
+    """`skew_inflation` from each row's second and third central moments (ddof 0) of its
+    influence values, as the compiled kernels give them (`loo_adapt.core._mixis_kernel`)."""
+    m2 = np.asarray(m2, dtype=np.float64)
     flat = ~(m2 > 0)
-    gamma = np.where(flat, 0.0, m3 / np.where(flat, 1.0, m2) ** 1.5)
+    gamma = np.where(flat, 0.0, np.asarray(m3, dtype=np.float64) / np.where(flat, 1.0, m2) ** 1.5)
     return 1.0 + np.abs(gamma) / (2.0 * np.sqrt(np.asarray(ess, dtype=np.float64)))
 
 
@@ -91,7 +99,43 @@ def snis_influence(log_weights, log_lik, normalized: bool = False) -> np.ndarray
     return a
 
 
-def influence_ess(influence, chains: int) -> np.ndarray:
+def snis_influence_moments(log_weights, log_lik, cols, chains: int,
+                           normalized: bool = False):
+    """`snis_influence` of the columns ``cols`` of (S, n) arrays and their `skew_inflation`,
+    without copying the columns out first: the numba kernel
+    (`loo_adapt.core._mixis_kernel._snis_pass`) where `loo_adapt.core._compiled.use_numba`
+    says so and the weights are normalised, numpy otherwise (the same numbers to rounding).
+
+    Parameters
+    ----------
+    log_weights, log_lik : (S, n) arrays, draws in chain order.
+    cols : (m,) column indices.
+    chains : number of chains the S draws come from.
+    normalized : the weights of each column sum to one (PSIS's).
+
+    Returns
+    -------
+    (influence (S, m), inflation (m,))
+    """
+    from loo_adapt.core import _compiled
+    from loo_adapt.core._mixis_kernel import _OK, _snis_pass
+
+    cols = np.asarray(cols, dtype=np.int64)
+    lw = np.asarray(log_weights, dtype=np.float64)
+    ll = np.asarray(log_lik, dtype=np.float64)
+    S = lw.shape[0]
+    if normalized and cols.size and _compiled.use_numba(_snis_pass, S * cols.size):
+        z = np.empty((S, cols.size))
+        stats = np.empty((6, cols.size))
+        if _snis_pass(np.ascontiguousarray(lw), np.ascontiguousarray(ll), cols, z,
+                      stats) == _OK:
+            ess = influence_ess(z, chains, var=stats[3])
+            return z, skew_from_moments(stats[4], stats[5], ess)
+    z = snis_influence(lw[:, cols], ll[:, cols], normalized=normalized)
+    return z, skew_inflation(z, influence_ess(z, chains))
+
+
+def influence_ess(influence, chains: int, var=None) -> np.ndarray:
     """Effective sample size of each column of per-draw influence values (the ESS behind a
     delta-method MCSE, and `skew_inflation`'s).
 
@@ -99,6 +143,8 @@ def influence_ess(influence, chains: int) -> np.ndarray:
     ----------
     influence : (S, n) values, draws in chain order.
     chains : number of chains the S draws come from.
+    var : (n,) the columns' variances when the caller has them (only whether each is
+        positive is read); None: computed here.
 
     Returns
     -------
@@ -112,4 +158,6 @@ def influence_ess(influence, chains: int) -> np.ndarray:
     if S % max(int(chains), 1) or draws < 4 or (chains <= 1 and draws < 8):
         return np.full(n, float(S))
     ess = ess_mean(z.reshape(chains, draws, n))
-    return np.where(z.var(axis=0, ddof=1) > 0, ess, float(S))
+    if var is None:
+        var = z.var(axis=0, ddof=1)
+    return np.where(np.asarray(var) > 0, ess, float(S))

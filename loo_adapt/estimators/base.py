@@ -438,6 +438,17 @@ class Context:
         return self.draws.log_lik(self.var_name).reshape(self.draws.n_samples, -1)
 
     @cached_property
+    def psis_loo_prob(self) -> np.ndarray | None:
+        """(n,) P(y_i = 1 | y_-i) under the plain PSIS weights of every row (binary ``y``),
+        computed once for the PSIS result and the rows MixIS pools with PSIS; None without
+        ``y``."""
+        if self.y is None:
+            return None
+        from loo_adapt.core.bernoulli import loo_prob_from_log_lik
+
+        return loo_prob_from_log_lik(self.log_lik, self.base.log_weights, self.y)
+
+    @cached_property
     def base(self):
         """Plain PSIS (`loo_adapt.core.psis_loo.PsisLoo`): the base weights of every stage."""
         reff = self.r_eff

@@ -13,7 +13,7 @@ import numpy as np
 from loo_adapt.core.bernoulli import bernoulli_log_p1
 from loo_adapt.core.fmt import comparison
 from loo_adapt.core.mixis import mixis_loo, mixis_loo_prob
-from loo_adapt.core.skew import influence_ess, skew_inflation, snis_influence
+from loo_adapt.core.skew import snis_influence_moments
 from loo_adapt.estimators.mixture_checks import (
     divergence_note,
     enough_draws,
@@ -106,8 +106,9 @@ def _psis_mcse(ctx, rows, pool, method) -> np.ndarray:
     if method != "skew" or cols.size == 0:
         return se
     # PSIS's log weights are normalised per column (`core.psis_loo`)
-    z = snis_influence(base.log_weights[:, cols], ctx.log_lik[:, cols], normalized=True)
-    se[pool] *= skew_inflation(z, influence_ess(z, ctx.draws.n_chains))
+    _, inflation = snis_influence_moments(base.log_weights, ctx.log_lik, cols,
+                                          ctx.draws.n_chains, normalized=True)
+    se[pool] *= inflation
     return se
 
 
@@ -276,7 +277,6 @@ class MixIS:
     name: str = "mixis"
 
     def __call__(self, ctx, rows):
-        from loo_adapt.core.bernoulli import loo_prob_from_log_lik
         from loo_adapt.core.pool import pool_log_estimates
         from loo_adapt.estimators.base import Estimate, RowDraws
 
@@ -363,10 +363,7 @@ class MixIS:
                 post_p1 = None
                 if prob is not None:
                     post_log_p1 = bernoulli_log_p1(ctx.log_lik[:, r], ctx.y[r])
-                    prob_psis = loo_prob_from_log_lik(ctx.log_lik[:, r],
-                                                      base.log_weights[:, r], ctx.y[r],
-                                                      log_p1=post_log_p1)
-                    prob[j] = w * prob_psis + (1.0 - w) * prob[j]
+                    prob[j] = w * ctx.psis_loo_prob[r] + (1.0 - w) * prob[j]
                     post_p1 = np.exp(post_log_p1, out=post_log_p1)
                     post_p1.setflags(write=False)
                 post_lw = base.log_weights

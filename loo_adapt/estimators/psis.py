@@ -53,8 +53,7 @@ class PSIS:
         ok = k <= ctx.threshold
         prob = None
         if ctx.y is not None:
-            prob = loo_prob_from_log_lik(ctx.log_lik[:, rows], base.log_weights[:, rows],
-                                         ctx.y[rows])
+            prob = ctx.psis_loo_prob[rows]
         reason = np.array([
             "" if good else comparison("k-hat", kk, ">", ctx.threshold)
             for good, kk in zip(ok, k)], dtype=object)
