@@ -15,8 +15,6 @@ transcription the tests read where R is absent.
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +23,9 @@ import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from rscript import load_module, run_r  # noqa: E402
+
 OUT = HERE / "r_loo"
 
 R_SCRIPT = r"""
@@ -40,25 +41,14 @@ writeLines(c(paste0("# loo ", as.character(packageVersion("loo")), ", ",
 """
 
 
-def _cases():
-    spec = importlib.util.spec_from_file_location("ess_make_reference",
-                                                  HERE / "make_reference.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["ess_make_reference"] = mod
-    spec.loader.exec_module(mod)
-    return mod.cases()
-
-
 def main() -> None:
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "r_eff.R"
         script.write_text(R_SCRIPT)
-        for name, ll in _cases().items():
-            raw = Path(tmp) / f"{name}.f64"
-            np.ascontiguousarray(np.exp(ll), dtype="<f8").tofile(raw)
-            subprocess.run(["Rscript", str(script), str(raw), *map(str, ll.shape),
-                            str(OUT / f"{name}.csv")], check=True)
+        cases = load_module(HERE / "make_reference.py", "ess_make_reference").cases()
+        for name, ll in cases.items():
+            run_r(script, tmp, name, np.exp(ll), out=OUT / f"{name}.csv")
             r = pd.read_csv(OUT / f"{name}.csv", comment="#")["r_eff"].to_numpy()
             tr = pd.read_csv(HERE / f"{name}.csv")["r_eff"].to_numpy()
             rel = np.max(np.abs(r - tr) / np.abs(r))

@@ -18,8 +18,6 @@ writes ``r_loo/<case>.csv`` and prints the largest difference from the arviz 0.x
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,6 +26,9 @@ import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from rscript import load_module, run_r  # noqa: E402
+
 OUT = HERE / "r_loo"
 
 R_SCRIPT = r"""
@@ -49,25 +50,14 @@ writeLines(c(paste0("# loo ", as.character(packageVersion("loo")), ", ", R.versi
 """
 
 
-def _cases():
-    spec = importlib.util.spec_from_file_location("psis_make_reference",
-                                                  HERE / "make_reference.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["psis_make_reference"] = mod
-    spec.loader.exec_module(mod)
-    return mod.cases()
-
-
 def main() -> None:
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "psis.R"
         script.write_text(R_SCRIPT)
-        for name, (ll, reff) in _cases().items():
-            raw = Path(tmp) / f"{name}.f64"
-            np.ascontiguousarray(ll, dtype="<f8").tofile(raw)
-            subprocess.run(["Rscript", str(script), str(raw), *map(str, ll.shape), repr(reff),
-                            str(OUT / f"{name}.csv")], check=True)
+        cases = load_module(HERE / "make_reference.py", "psis_make_reference").cases()
+        for name, (ll, reff) in cases.items():
+            run_r(script, tmp, name, ll, repr(reff), out=OUT / f"{name}.csv")
             r = pd.read_csv(OUT / f"{name}.csv", comment="#")
             az = pd.read_csv(HERE / f"{name}.csv")
             diff = {c: float(np.max(np.abs(r[c] - az[c]))) for c in r.columns}
