@@ -289,6 +289,28 @@ def test_warm_started_mixture_fit_takes_a_tree_depth_cap():
         program.fit_mixture(posterior, seed=2, chains=2, warmup=20, draws=50, max_treedepth=0)
 
 
+def test_mixture_fit_samples_every_chain_at_once_with_the_same_draws(monkeypatch):
+    """By default the warm-started fit hands the sampler all its chains at once (4 here,
+    whatever the cores), and that changes no draw: one chain at a time gives the same."""
+    import stanli
+
+    data, posterior = _fixture("logistic_normal")
+    program = StanProgram.from_model(_family("logistic_normal", data), backend="stanli")
+    asked = []
+    sample = stanli.Model.sample
+
+    def spy(self, *args, **kw):
+        asked.append(kw.get("parallel_chains"))
+        return sample(self, *args, **kw)
+
+    monkeypatch.setattr(stanli.Model, "sample", spy)
+    at_once = program.fit_mixture(posterior, seed=2, chains=4, warmup=20, draws=40)
+    one = program.fit_mixture(posterior, seed=2, chains=4, warmup=20, draws=40,
+                              parallel_chains=1)
+    assert asked == [4, 1]
+    np.testing.assert_array_equal(at_once.log_lik(), one.log_lik())
+
+
 def test_divergent_mixture_fit_is_rerun_at_a_higher_adapt_delta():
     """A centred hierarchical program (leave one group out): the warm-started mixture fit
     at adapt_delta 0.8 has more than 1 % of its draws divergent; fit_mixture reruns it once
