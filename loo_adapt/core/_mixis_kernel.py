@@ -196,7 +196,7 @@ def _snis_pass(log_weights, log_lik, cols, z, stats):
 def _weighted_prob(log_weights, log_p1, out):
     """``out[j] = min(1, sum_s exp(log_weights[s, j] + log_p1[s, j]))`` for normalised
     ``log_weights`` (S, n) and log-probabilities ``log_p1`` (S, n); status 1 (nothing usable
-    written) where a ``log_p1`` is NaN or above 0, or a sum meets a non-finite term."""
+    written) where a ``log_p1`` or a weight is NaN or above 0 (log scale)."""
     S, n = log_weights.shape
     for j in range(n):
         out[j] = 0.0
@@ -205,9 +205,12 @@ def _weighted_prob(log_weights, log_p1, out):
         lp = log_p1[s]
         for j in range(n):
             p = lp[j]
-            if not (p <= 0.0):
+            x = lw[j] + p
+            # a log_p1 above 0 or NaN is refused by the numpy code; a weight above 1 or
+            # NaN (weights not normalised) is its case too (`exp_clamped` reads NaN as 0)
+            if not (p <= 0.0 and x <= 0.0):
                 return _NOT_FINITE
-            out[j] += exp_clamped(min(lw[j] + p, 0.0))
+            out[j] += exp_clamped(x)
     for j in range(n):
         if not (out[j] < math.inf):
             return _NOT_FINITE

@@ -100,6 +100,12 @@ def test_loo_prob_kernel_equals_numpy_and_refuses_the_same(monkeypatch):
     # against the definition: sum_s w_is P(y_i = 1 | theta_s)
     np.testing.assert_allclose(b, np.sum(np.exp(res.log_weights) * np.exp(
         log_p1.reshape(-1, 9)), axis=0), rtol=1e-12)
+    # a NaN weight is not read as a zero one: both engines give NaN for that row
+    lw_nan = res.log_weights.copy()
+    lw_nan[5, 2] = np.nan
+    a, b = _both(monkeypatch, lambda: mixis.mixis_loo_prob(ll, log_p1, log_weights=lw_nan))
+    assert np.isnan(a[2]) and np.isnan(b[2])
+    np.testing.assert_allclose(np.delete(b, 2), np.delete(a, 2), rtol=1e-12)
     bad = log_p1.copy()
     bad[1, 3, 4] = 0.5
     for name in ("numpy", "numba"):
