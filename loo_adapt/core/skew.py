@@ -127,8 +127,11 @@ def snis_influence_moments(log_weights, log_lik, cols, chains: int,
     if normalized and cols.size and _compiled.use_numba(_snis_pass, S * cols.size):
         z = np.empty((S, cols.size))
         stats = np.empty((6, cols.size))
-        if _snis_pass(np.ascontiguousarray(lw), np.ascontiguousarray(ll), cols, z,
-                      stats) == _OK:
+        src, at = (lw, ll), cols
+        if not (lw.flags.c_contiguous and ll.flags.c_contiguous):
+            # a strided input (a cmdstanpy fit's draws): copy only the asked columns
+            src, at = (lw[:, cols], ll[:, cols]), np.arange(cols.size, dtype=np.int64)
+        if _snis_pass(*src, at, z, stats) == _OK:
             ess = influence_ess(z, chains, var=stats[3])
             return z, skew_from_moments(stats[4], stats[5], ess)
     z = snis_influence(lw[:, cols], ll[:, cols], normalized=normalized)

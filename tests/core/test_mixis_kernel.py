@@ -79,6 +79,13 @@ def test_snis_moments_kernel_equals_numpy(monkeypatch, normalized):
         lw, ll, cols, chains=4, normalized=normalized))
     for x, y in zip(a, b):
         np.testing.assert_allclose(y, x, rtol=1e-11, atol=1e-12)
+    # a strided input (as a cmdstanpy fit's draws reach it) gives the same numbers
+    wide = np.zeros((S, 2 * n))
+    wide[:, ::2] = ll
+    strided = skew.snis_influence_moments(lw, wide[:, ::2], cols, chains=4,
+                                          normalized=normalized)
+    for x, y in zip(b, strided):
+        np.testing.assert_allclose(y, x, rtol=1e-13, atol=1e-14)
     # the inflation is the documented formula on the influence values themselves
     z = skew.snis_influence(lw[:, cols], ll[:, cols], normalized=normalized)
     ess = skew.influence_ess(z, 4)
