@@ -16,7 +16,6 @@ transcription the tests read where R is absent.
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,31 +27,21 @@ from rscript import load_module, run_r  # noqa: E402
 
 OUT = HERE / "r_loo"
 
-R_SCRIPT = r"""
-args <- commandArgs(trailingOnly = TRUE)
-dims <- as.integer(args[2:4])             # chains, draws, n (C order)
-x <- readBin(args[1], "double", n = prod(dims))
-dim(x) <- rev(dims)                        # R reads C order as (n, draws, chains)
-lik <- aperm(x, c(2, 3, 1))                # iterations x chains x n, as loo wants
-suppressMessages(library(loo))
-r <- relative_eff(lik, cores = 1)
-writeLines(c(paste0("# loo ", as.character(packageVersion("loo")), ", ",
-                    R.version.string), "r_eff", sprintf("%.17g", r)), args[5])
+R_BODY = r"""
+r <- relative_eff(arr, cores = 1)
+writeLines(c(header, "r_eff", sprintf("%.17g", r)), out)
 """
 
 
 def main() -> None:
     OUT.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "r_eff.R"
-        script.write_text(R_SCRIPT)
-        cases = load_module(HERE / "make_reference.py", "ess_make_reference").cases()
-        for name, ll in cases.items():
-            run_r(script, tmp, name, np.exp(ll), out=OUT / f"{name}.csv")
-            r = pd.read_csv(OUT / f"{name}.csv", comment="#")["r_eff"].to_numpy()
-            tr = pd.read_csv(HERE / f"{name}.csv")["r_eff"].to_numpy()
-            rel = np.max(np.abs(r - tr) / np.abs(r))
-            print(f"{name:10s} {ll.shape}  max |R - transcription| / R = {rel:.1e}")
+    cases = load_module(HERE / "make_reference.py", "ess_make_reference").cases()
+    for name, ll in cases.items():
+        run_r(R_BODY, np.exp(ll), out=OUT / f"{name}.csv")
+        r = pd.read_csv(OUT / f"{name}.csv", comment="#")["r_eff"].to_numpy()
+        tr = pd.read_csv(HERE / f"{name}.csv")["r_eff"].to_numpy()
+        rel = np.max(np.abs(r - tr) / np.abs(r))
+        print(f"{name:10s} {ll.shape}  max |R - transcription| / R = {rel:.1e}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ writes ``r_loo/<case>.csv`` and prints the largest difference from the arviz 0.x
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -31,38 +30,28 @@ from rscript import load_module, run_r  # noqa: E402
 
 OUT = HERE / "r_loo"
 
-R_SCRIPT = r"""
-args <- commandArgs(trailingOnly = TRUE)
-dims <- as.integer(args[2:4])              # chains, draws, n (C order)
-x <- readBin(args[1], "double", n = prod(dims))
-dim(x) <- rev(dims)                         # R reads C order as (n, draws, chains)
-ll <- aperm(x, c(2, 3, 1))                  # iterations x chains x n
+R_BODY = r"""
 r_eff <- rep(as.numeric(args[5]), dims[3])   # one value per observation, as loo wants
-suppressMessages(library(loo))
-m <- matrix(ll, nrow = dims[1] * dims[2])   # draws x n (iterations fastest, as loo does)
+m <- matrix(arr, nrow = dims[1] * dims[2])   # draws x n (iterations fastest, as loo does)
 ps <- suppressWarnings(psis(-m, r_eff = r_eff, cores = 1))
-res <- suppressWarnings(loo(ll, r_eff = r_eff, cores = 1))
+res <- suppressWarnings(loo(arr, r_eff = r_eff, cores = 1))
 f <- function(v) sprintf("%.17g", v)
-writeLines(c(paste0("# loo ", as.character(packageVersion("loo")), ", ", R.version.string),
-             "khat,elpd_loo,khat_loo",
+writeLines(c(header, "khat,elpd_loo,khat_loo",
              paste(f(pareto_k_values(ps)), f(res$pointwise[, "elpd_loo"]),
-                   f(pareto_k_values(res)), sep = ",")), args[6])
+                   f(pareto_k_values(res)), sep = ",")), out)
 """
 
 
 def main() -> None:
     OUT.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "psis.R"
-        script.write_text(R_SCRIPT)
-        cases = load_module(HERE / "make_reference.py", "psis_make_reference").cases()
-        for name, (ll, reff) in cases.items():
-            run_r(script, tmp, name, ll, repr(reff), out=OUT / f"{name}.csv")
-            r = pd.read_csv(OUT / f"{name}.csv", comment="#")
-            az = pd.read_csv(HERE / f"{name}.csv")
-            diff = {c: float(np.max(np.abs(r[c] - az[c]))) for c in r.columns}
-            print(f"{name:18s} {ll.shape}  max |R - arviz 0.x|: "
-                  + ", ".join(f"{c} {d:.1e}" for c, d in diff.items()))
+    cases = load_module(HERE / "make_reference.py", "psis_make_reference").cases()
+    for name, (ll, reff) in cases.items():
+        run_r(R_BODY, ll, repr(reff), out=OUT / f"{name}.csv")
+        r = pd.read_csv(OUT / f"{name}.csv", comment="#")
+        az = pd.read_csv(HERE / f"{name}.csv")
+        diff = {c: float(np.max(np.abs(r[c] - az[c]))) for c in r.columns}
+        print(f"{name:18s} {ll.shape}  max |R - arviz 0.x|: "
+              + ", ".join(f"{c} {d:.1e}" for c, d in diff.items()))
 
 
 if __name__ == "__main__":
