@@ -9,8 +9,8 @@ R prints the values with 17 significant digits.
     python tests/data/ess_reference/make_r_reference.py
 
 writes ``r_loo/<case>.csv`` (column ``r_eff``) and prints the largest relative difference
-from the transcription's values in ``<case>.csv`` (make_reference.py), a check of the
-transcription the tests read where R is absent.
+from the transcription's values in ``<case>.csv`` (make_reference.py), which the tests
+read before R was installable here; they read R's now.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ and prints every value with 17 significant digits.
     python tests/data/psis_reference/make_r_reference.py
 
 writes ``r_loo/<case>.csv`` and prints the largest difference from the arviz 0.x values in
-``<case>.csv`` (make_reference.py), which the tests also read.
+``<case>.csv`` (make_reference.py); the tests read R's.
 """
 
 from __future__ import annotations
