@@ -35,7 +35,7 @@ call over the input's size (S x n x 8 bytes): the high-water mark of the residen
 minus the resident set before it.
 
 R loo runs when ``Rscript`` is on the PATH (``loo::loo`` of the same array with
-``relative_eff``); otherwise the script prints "skipped: no Rscript" and compares with R loo
+``relative_eff``; on Debian ``apt-get install r-cran-loo`` gives R with loo 2.5.1); otherwise the script prints "skipped: no Rscript" and compares with R loo
 2.5.1's published one-core time for 4000 x 4000 (5.4 s, issue 25) by timing
 ``loo_adapt.loo`` on a 4 x 1000 x 4000 array in the same run, saying that it does so.
 
