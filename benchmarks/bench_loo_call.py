@@ -35,9 +35,10 @@ call over the input's size (S x n x 8 bytes): the high-water mark of the residen
 minus the resident set before it.
 
 R loo runs when ``Rscript`` is on the PATH (``loo::loo`` of the same array with
-``relative_eff``; on Debian ``apt-get install r-cran-loo`` gives R with loo 2.5.1); otherwise the script prints "skipped: no Rscript" and compares with R loo
-2.5.1's published one-core time for 4000 x 4000 (5.4 s, issue 25) by timing
-``loo_adapt.loo`` on a 4 x 1000 x 4000 array in the same run, saying that it does so.
+``relative_eff``; on Debian ``apt-get install r-cran-loo`` gives R with loo 2.5.1);
+otherwise the script prints "skipped: no Rscript" and compares with R loo 2.5.1's published
+one-core time for 4000 x 4000 (5.4 s, issue 25) by timing ``loo_adapt.loo`` on a 4 x 1000 x
+4000 array in the same run, saying that it does so.
 
 Times are wall clock on whatever else the machine runs; only ratios of one run mean
 something, and on a loaded machine the CPU-time ratio of the one-core rows measures the
