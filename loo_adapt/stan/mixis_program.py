@@ -23,7 +23,6 @@ metric).  ``benchmarks/bench_mixis_fit.py`` measures it against the default mixt
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 
 import numpy as np
@@ -518,9 +517,9 @@ def fit_mixture(
         ``mixis_n_rows`` / ``mixis_rows`` (1-based), which the program must declare (see
         :func:`declares_mixis_rows`). None: every observation.
     parallel_chains : int or None
-        Chains sampled at once (None: every chain, even past the cores: see
-        `MIXTURE_CHAINS_AT_ONCE`; the posterior fit and the refits,
-        `loo_adapt.stan.backends.fit`, run at most one chain a core, as cmdstanpy does).
+        Chains sampled at once (None: every chain, even past the cores, see the comment
+        where it is set; the posterior fit and the refits, `loo_adapt.stan.backends.fit`,
+        run at most one chain a core, as cmdstanpy does).
     max_treedepth : int or None
         NUTS's largest tree depth for the warm-started fit, at most the program's
         (``fit_kwargs["max_treedepth"]``, else 10); None: the program's.  A capped trajectory
@@ -564,7 +563,14 @@ def fit_mixture(
     backend = _stan.select_backend(program.backend)
     if parallel_chains is not None:
         _stan._check_counts(parallel_chains, 0, 1)
-    parallel = min(chains, parallel_chains or _chains_at_once(chains))
+    # every chain at once by default, even past the cores (cmdstanpy and stanli run one a
+    # core): the chains adapt their step sizes apart in the short warm-up, so their costs
+    # differ (rhs_wide's easy-row fit: 255 to 1011 leapfrog steps a draw), and one a core
+    # leaves a core idle while the slowest finishes, where time-sharing keeps both busy.
+    # The draws are the same either way (each chain its own stream); 4 chains on 2 cores,
+    # median of 3: rhs_wide's mixture fit 20.6 -> 17.0 s, rhs_logistic's 1.19 -> 1.06 s,
+    # the others within 6 % (`benchmarks/results/mixture_chains_at_once.txt`)
+    parallel = min(chains, parallel_chains or chains)
     kw = dict(program.fit_kwargs)
     delta = kw.get("adapt_delta") or 0.8
     depth = kw.get("max_treedepth", 10)
@@ -599,24 +605,6 @@ def fit_mixture(
             if divergent_count(again)[0] <= k:  # else the first fit, the less divergent
                 out = again
     return out
-
-
-#: A warm-started mixture fit samples all its chains at once, even past the cores, rather
-#: than at most one a core (cmdstanpy's and stanli's default): its chains adapt their step
-#: sizes apart in 100 warm-up iterations, so their costs differ (rhs_wide's easy-row fit:
-#: 255 to 1011 leapfrog steps a draw, `benchmarks/results/focused_tree_depth.txt`), and one
-#: a core leaves a core idle while the slowest chain finishes, where time-sharing keeps
-#: both busy.  The draws are the same either way (each chain its own stream); the wall time
-#: of 4 chains on 2 cores fell from 20.8 / 21.5 s to 18.3 / 16.9 s on rhs_wide's mixture
-#: fit, 1.12 to 0.98 s on rhs_logistic's, and was unchanged (within 5 %) on logistic_n300,
-#: relu5, t_outliers and rhs_microarray_next (`benchmarks/mixture_chains_at_once.py`).
-MIXTURE_CHAINS_AT_ONCE = True
-
-
-def _chains_at_once(chains: int) -> int:
-    """How many of ``chains`` a mixture fit samples at once by default
-    (`MIXTURE_CHAINS_AT_ONCE`)."""
-    return int(chains) if MIXTURE_CHAINS_AT_ONCE else min(int(chains), os.cpu_count() or 1)
 
 
 #: seed offset of the rerun of a mixture fit with too many divergent transitions
