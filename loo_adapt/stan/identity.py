@@ -311,9 +311,6 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
     without i) - log_lik[i] across the draws ``U`` (``lp_full``: the first term there), for
     `_TERM_ROWS` observations spread over the data; raises `ProgramMismatchError` beyond
     `_TERM_SLACK` (see the module)."""
-    from loo_adapt.stan.backends import _jsonable
-    from loo_adapt.stan.log_density import StanLogDensity
-
     n = ll_prog.shape[1]
     if n < 2:
         return (), float("nan")
@@ -321,12 +318,7 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
     checked, worst = [], 0.0
     for i in obs.tolist():
         try:
-            if hasattr(program, "log_density_without"):
-                reduced = program.log_density_without(i)
-            else:
-                reduced = StanLogDensity.from_stan(program.stan_file,
-                                                   _jsonable(program.data_without(i)),
-                                                   log_lik=density.log_lik_name)
+            reduced = program.log_density_without(i)
         except Exception as err:  # noqa: BLE001 - the data cannot drop one observation
             warnings.warn(
                 f"the program's data could not be built without observation "
