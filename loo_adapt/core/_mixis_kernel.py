@@ -27,19 +27,19 @@ _NOT_FINITE = 1
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _mixis_pass(ll, chains, log_w, z, neg_lse, stats, chain_den, chain_num):
+def _mixis_pass(ll, chains, log_w, z, stats, chain_den, chain_num):
     """Mixture-IS LOO of every column of ``ll`` (S, n), draws in chain order.
 
     Writes ``log_w`` (S, n) the log weights normalised per column, ``z`` (S, n) the
-    delta-method influence ``a_s / abar - S w_is``, ``neg_lse`` (S,) ``-log sum_j
-    exp(-ll_sj)``, and per column in ``stats`` (7, n): elpd_i, lpd_i, Kish ESS, the
-    influence's variance (ddof 1), its second and third central moments (ddof 0), and the
-    log normaliser ``log sum_s w_is``; ``chain_den`` (chains, n) gets each chain's
+    delta-method influence ``a_s / abar - S w_is``, and per column in ``stats`` (6, n):
+    elpd_i, lpd_i, Kish ESS, the influence's variance (ddof 1), its second and third central
+    moments (ddof 0); ``chain_den`` (chains, n) gets each chain's
     ``log sum_s w_is`` and ``chain_num`` (chains,) each chain's ``log sum_s exp(-lse_s)``.
     Returns a status code."""
     S, n = ll.shape
     draws = S // chains
     e = np.empty(n)
+    neg_lse = np.empty(S)  # -log sum_j 1 / l_sj
     colmax_r = np.full(n, -np.inf)
     colmax_p = np.full(n, -np.inf)
     cmax_r = np.full((chains, n), -np.inf)
@@ -96,7 +96,6 @@ def _mixis_pass(ll, chains, log_w, z, neg_lse, stats, chain_den, chain_num):
         log_den[j] = colmax_r[j] + _log(den[j])
         stats[0, j] = log_num - log_den[j]
         stats[1, j] = colmax_p[j] + _log(pl[j]) - log_num
-        stats[6, j] = log_den[j]
     for c in range(chains):
         for j in range(n):
             chain_den[c, j] = cmax_r[c, j] + _log(cden[c, j])

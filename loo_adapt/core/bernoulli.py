@@ -40,10 +40,9 @@ def _log_p1_compiled(ll, y):
     from loo_adapt.core._compiled import use_numba
     from loo_adapt.core._mixis_kernel import _OK, _bernoulli_log_p1
 
-    n = ll.shape[-1] if ll.ndim else 0
     if ll.ndim < 1 or ll.size == 0 or not use_numba(_bernoulli_log_p1, ll.size):
         return None
-    flat = np.ascontiguousarray(ll.reshape(-1, n))
+    flat = np.ascontiguousarray(ll.reshape(-1, ll.shape[-1]))
     out = np.empty_like(flat)
     if _bernoulli_log_p1(flat, np.ascontiguousarray(y, dtype=np.int64), out) != _OK:
         return None

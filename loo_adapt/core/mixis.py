@@ -316,11 +316,10 @@ def _mixis_compiled(arr, mcse):
     flat = np.ascontiguousarray(arr.reshape(S, n))
     log_w = np.empty((S, n))
     z = np.empty((S, n))
-    neg_lse = np.empty(S)
-    stats = np.empty((7, n))
+    stats = np.empty((6, n))
     chain_den = np.empty((chains, n))
     chain_num = np.empty(chains)
-    if _mixis_pass(flat, chains, log_w, z, neg_lse, stats, chain_den, chain_num) != _OK:
+    if _mixis_pass(flat, chains, log_w, z, stats, chain_den, chain_num) != _OK:
         return None
     return _mixis_result(stats, chain_den, chain_num, log_w, z, arr, mcse)
 
