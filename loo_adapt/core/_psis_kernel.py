@@ -12,7 +12,9 @@ and the smoothing write the tail in place in the buffer, whose maximum then foll
 the tail alone; the normaliser (one vectorised ``exp`` per draw) and, for LOO, elpd_i,
 lpd_i and the MCSE follow, with the vectorised ``exp`` / ``expm1`` / ``log`` / ``log1p`` of
 ``core._vmath``.  The S x n log weights are written only when asked (``loo_pointwise(...,
-weights=False)`` skips them), normalised on the way back through the tiles.  From 64
+weights=False)`` skips them): observation-major, (n, S) in memory and returned as its
+transpose (S, n), so that the block buffer is the weights' own rows (smoothed and
+normalised in place; no copy back).  From 64
 observations up, the blocks run in parallel (``prange`` over a few chunks of blocks per
 thread, each with its own scratch space).  A fresh environment would compile this kernel
 on the first call (seconds); up to ``core._compiled.NUMPY_MAX_CELLS`` draws x observations
@@ -43,7 +45,7 @@ from loo_adapt.core._status import (  # the kernels' shared status codes
     _OK,
     _SHORT_TAIL,
 )
-from loo_adapt.core._vmath import exp_clamped, index_float
+from loo_adapt.core._vmath import exp_clamped, exp_shifted, index_float
 from loo_adapt.core._vmath import expm1 as _expm1
 from loo_adapt.core._vmath import log as _log
 from loo_adapt.core._vmath import log1p as _log1p
@@ -263,13 +265,14 @@ def _smooth_tail(tail, k, sigma, exp_cutoff, tail_hi):
         tail[j] = tail_hi if v > tail_hi else v
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@njit(cache=True, error_model="numpy")
 def _lpd_of_ratios(lr, mn, e):
     """log mean exp(-lr) of log ratios ``lr`` = -log_lik (finite, smallest ``mn``; ``e``
     scratch), the same numbers as log mean exp(log_lik) shifted by its maximum."""
     n = lr.shape[0]
     for s in range(n):
-        e[s] = exp_clamped(mn - lr[s])  # = log_lik - max log_lik, exactly
+        e[s] = 0.0 - lr[s]
+    exp_shifted(e, 0.0 - mn)  # (0 - lr) - max log_lik = mn - lr, exactly
     return -mn + math.log(_sum(e, n)) - math.log(n)
 
 
@@ -286,12 +289,14 @@ def _column_status(n_bad, n_ninf, n, loo):
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, b0, b1, out_lw,
+def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, b0, b1, out_t,
                  out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk):
-    """Blocks b0:b1 of ``block`` columns of the (S, n) input ``a``: log ratios, or (``loo``)
-    log-likelihoods with log ratios ``corr - a``.  Each block is copied transposed into a
-    buffer, so that each observation's draws are contiguous while ``a`` is read row-wise;
-    the scratch space is allocated once for all the blocks (one thread's share)."""
+    """Blocks b0:b1 of ``block`` columns of the (chains, draws, n) input ``a``: log ratios,
+    or (``loo``) log-likelihoods with log ratios ``corr - a``.  Each block is copied
+    transposed into a buffer, so that each observation's draws are contiguous while ``a``
+    is read row-wise: into its rows of ``out_t`` (n, S), the log weights observation-major,
+    when ``write``, else into scratch; the scratch space is allocated once for all the
+    blocks (one thread's share)."""
     s_draws = a.shape[0] * a.shape[1]
     n_obs = a.shape[2]
     zero_corr = True
@@ -299,7 +304,7 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
         zero_corr = zero_corr and corr[s] == 0.0
     # the log-likelihood is kept beside the log ratios only when they are not its negative
     keep_ll = loo and not (zero_corr and lpd_off.shape[0] == 0)
-    buf = np.empty((block, s_draws))
+    buf = np.empty((0 if write else block, s_draws))
     ll = np.empty((block if keep_ll else 0, s_draws))
     work = np.empty(s_draws)
     vals = np.empty(s_draws)
@@ -316,10 +321,13 @@ def _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block
     cscr = (np.empty(s_draws if fused else 0), _rhat_scratch(a.shape[0], a.shape[1], fused))
     for b in range(b0, b1):
         j0 = b * block
-        _psis_block(a, corr, lpd_off, loo, j0, min(j0 + block, n_obs), tail_len, r_eff,
-                    normalize, write, out_lw, out_k, status, out_elpd, out_lpd, out_mcse,
-                    out_neff, zero_corr, buf, ll, work, vals, idx, sv, sidx, cnt, e1, e2, v,
-                    lse_col, stats, chk, cscr)
+        j1 = min(j0 + block, n_obs)
+        # with the weights asked for, the block is smoothed in place in their rows
+        rows = out_t[j0:j1] if write else buf
+        _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, rows,
+                    out_k, status, out_elpd, out_lpd,
+                    out_mcse, out_neff, zero_corr, ll, work, vals, idx, sv, sidx, cnt, e1,
+                    e2, v, lse_col, stats, chk, cscr)
 
 
 @njit(cache=True, error_model="numpy")
@@ -360,30 +368,36 @@ def _checks(lr, lo, hi, n_chains, n_per, j, r_eff, tail_len, chk, cscr):
     rebuilt exactly as (0 - lr) + 0.0): ``r_eff[j]``, ``tail_len[j]`` (R loo's
     ``n_pareto``), ``chk`` = (R-hat, stuck, long, Blom scores, screen ratio, FFT scale,
     largest direct lag) filled at j; a column whose Geyer sequence needs longer lags is
-    marked ``long`` (the caller redoes it through the FFT)."""
+    marked ``long`` (the caller redoes it through the FFT).  Returns sum_s exp(log_lik_s -
+    hi), the exp that r_eff is computed from (NaN for a constant column), which is
+    `_lpd_of_ratios`'s sum, value for value."""
     rhat, stuck, long, table, ratio, scale, max_lag = chk
     row, (sbuf, scratch) = cscr
     n = lr.shape[0]
     for s in range(n):
         row[s] = (0.0 - lr[s]) + 0.0
-    ess, lng = _column_ess(row, n_chains, n_per, lo, hi, True, scale, max_lag, True, table,
-                           ratio, sbuf, scratch, rhat, stuck, j)
+    ess, lng, total = _column_ess(row, n_chains, n_per, lo, hi, True, scale, max_lag, True,
+                                  table, ratio, sbuf, scratch, rhat, stuck, j)
     long[j] = lng
     if lng:
         ess = float(n)  # a placeholder: the caller recomputes this column
     r = ess / n
     r_eff[j] = r
     tail_len[j] = math.ceil(min(0.2 * n, 3.0 * math.sqrt(n / r)))
+    return total
 
 
 @njit(cache=True, error_model="numpy")
-def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, out_lw, out_k,
-                status, out_elpd, out_lpd, out_mcse, out_neff, zero_corr, buf, ll, work, vals,
-                idx, sv, sidx, cnt, e1, e2, v, lse_col, stats, chk, cscr):
-    """Columns j0:j1 (see ``_psis_blocks``; ``zero_corr``: ``corr`` is 0 for every draw;
-    the rest are scratch arrays).  The transposition also takes each input column's
-    smallest and largest value and counts its NaN / +inf and -inf (``stats``), so that the
-    checks and the maximum the smoothing shifts by cost no pass of their own."""
+def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write, buf, out_k,
+                status, out_elpd, out_lpd, out_mcse, out_neff, zero_corr, ll, work, vals, idx, sv,
+                sidx, cnt, e1, e2, v, lse_col, stats, chk, cscr):
+    """Columns j0:j1 (see ``_psis_blocks``; ``buf`` (j1 - j0, S) receives their log ratios
+    and leaves with their log weights, normalised when ``normalize`` and they are the
+    caller's (``write``); ``zero_corr``: ``corr`` is 0 for every draw; the rest are scratch
+    arrays).  The transposition also takes each input column's smallest and largest value
+    and counts its NaN / +inf and -inf (``stats``), so that the checks and the maximum the
+    smoothing shifts by cost no pass of their own; with the checks, lpd_i comes from the
+    exp that r_eff is computed from."""
     n_chains, n_per = a.shape[0], a.shape[1]
     s_draws = n_chains * n_per
     width = j1 - j0
@@ -412,9 +426,10 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
                 out_neff[j0 + j] = math.nan
             continue
         out = buf[j]  # smoothed in place
+        e_sum = math.nan  # sum_s exp(log_lik_s - max), when the checks computed it
         if chk[0].shape[0] > 0:  # r_eff (hence the tail length) and R-hat from this buffer
-            _checks(out, lo[j] + 0.0, hi[j] + 0.0, n_chains, n_per, j0 + j, r_eff, tail_len,
-                    chk, cscr)
+            e_sum = _checks(out, lo[j] + 0.0, hi[j] + 0.0, n_chains, n_per, j0 + j, r_eff,
+                            tail_len, chk, cscr)
         # the largest log ratio: from the input's extremes, exactly (0 - x is monotone)
         if keep_ll:
             mx = _max(out)
@@ -423,7 +438,10 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
         else:
             mx = hi[j]
         if loo and not keep_ll:  # log mean exp(log_lik) = log mean exp(-out), before smoothing
-            out_lpd[j0 + j] = _lpd_of_ratios(out, 0.0 - hi[j], e2)
+            if e_sum == e_sum:  # the same exp and sum as `_lpd_of_ratios`'s
+                out_lpd[j0 + j] = -(0.0 - hi[j]) + math.log(e_sum) - math.log(s_draws)
+            else:
+                out_lpd[j0 + j] = _lpd_of_ratios(out, 0.0 - hi[j], e2)
         k, st, m2, t0 = _psis_column(out, mx, tail_len[j0 + j], work, vals, idx, sv, sidx,
                                      cnt)
         out_k[j0 + j] = k
@@ -479,33 +497,30 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
                 out_lpd[j0 + j] = _log_sum_exp(v, _max(v), e2)
             else:  # log mean exp(ll)
                 out_lpd[j0 + j] = _log_sum_exp(lc, _max(lc), e2) - math.log(s_draws)
-    if write:  # transposed back through tiles, normalised on the way
-        for ch in range(n_chains):
-            for t0 in range(0, n_per, _TILE):
-                t1 = min(t0 + _TILE, n_per)
-                for j in range(width):
-                    lse = lse_col[j]
-                    row = buf[j, ch * n_per:(ch + 1) * n_per]
-                    for t in range(t0, t1):
-                        out_lw[ch, t, j0 + j] = row[t] - lse
+    if write and normalize:  # in place: the rows are the caller's weights
+        for j in range(width):
+            lse = lse_col[j]
+            row = buf[j]
+            for s in range(s_draws):
+                row[s] -= lse
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
 def _psis_parallel(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
-                   out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk):
+                   out_t, out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk):
     n_blocks = (a.shape[2] + block - 1) // block
     for c in prange(n_chunks):  # a few chunks of whole blocks per thread
         _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block,
-                     c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks, out_lw, out_k,
+                     c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks, out_t, out_k,
                      status, out_elpd, out_lpd, out_mcse, out_neff, chk)
 
 
 @njit(cache=True, error_model="numpy")
 def _psis_serial(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, n_chunks,
-                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk):
+                 out_t, out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk):
     n_blocks = (a.shape[2] + block - 1) // block
     _psis_blocks(a, corr, lpd_off, loo, tail_len, r_eff, normalize, write, block, 0, n_blocks,
-                 out_lw, out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk)
+                 out_t, out_k, status, out_elpd, out_lpd, out_mcse, out_neff, chk)
 
 
 #: Observations per transposed block: each row of the input is read 256 contiguous bytes

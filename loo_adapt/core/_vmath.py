@@ -22,7 +22,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["exp_clamped", "expm1", "index_float", "log", "log1p", "vsum"]
+__all__ = ["exp_clamped", "exp_shifted", "expm1", "index_float", "log", "log1p", "vsum"]
 
 
 @intrinsic
@@ -90,6 +90,17 @@ def exp_clamped(y):
     scale, em = _exp_parts(y)
     e = (em + 1.0) * scale
     return e if y >= -708.0 else 0.0
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def exp_shifted(v, shift):
+    """``v[s] = exp_clamped(v[s] - shift)`` in place, with fused multiply-adds: one
+    compiled loop, so that every caller of it gets the same values (the PSIS kernel takes
+    lpd_i from the exp that r_eff is computed from).  In place, not into a second array
+    that may be the first: LLVM vectorises a loop over two arrays only after a run-time
+    check that they do not overlap, and runs it scalar when they are the same."""
+    for s in range(v.shape[0]):
+        v[s] = exp_clamped(v[s] - shift)
 
 
 @njit(inline="always", error_model="numpy")

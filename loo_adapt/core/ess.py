@@ -49,7 +49,7 @@ from loo_adapt.core._rhat_kernel import (
     _screen_scratch,
     screen_ratio,
 )
-from loo_adapt.core._vmath import exp_clamped, vsum
+from loo_adapt.core._vmath import exp_shifted, vsum
 
 __all__ = ["ess_rfun", "fft_next_good_size", "relative_eff"]
 
@@ -317,22 +317,26 @@ def _rhat_of_row(row, n_chains, n_draws, h, lo, hi, table, ratio, sbuf, scratch,
 @njit(cache=True, error_model="numpy")
 def _column_ess(row, n_chains, n_draws, lo, hi, log, scale, max_lag, check, table, ratio, sbuf,
                 scratch, rhat, stuck, j):  # pragma: no cover - compiled
-    """(ESS, long) of one finite chain-major column ``row`` (values between ``lo`` and
+    """(ESS, long, sum) of one finite chain-major column ``row`` (values between ``lo`` and
     ``hi``; ``log``: of exp(row - hi), computed in place), after its rank R-hat and stuck
     flag into ``rhat[j]``, ``stuck[j]`` when ``check``.  A constant column has ESS = its
     size (no MCMC error; R: 0 / 0); ``long``: Geyer's sequence needs lags beyond
-    ``max_lag`` (the caller takes the FFT for it).  Shared by `_ess_direct_block` and the
-    PSIS kernel's one pass (`core._psis_kernel._checks`)."""
+    ``max_lag`` (the caller takes the FFT for it); ``sum``: ``vsum`` of exp(row - hi) when
+    ``log`` and the column is not constant, else NaN (the PSIS kernel's lpd from the same
+    exp).  Shared by `_ess_direct_block` and the PSIS kernel's one pass
+    (`core._psis_kernel._checks`)."""
     if check:
         _rhat_of_row(row, n_chains, n_draws, n_draws // 2, lo, hi, table, ratio, sbuf, scratch,
                      rhat, stuck, j)
     s = row.shape[0]
     if hi == lo:
-        return float(s), False
+        return float(s), False, np.nan
+    total = np.nan
     if log:
-        for r in range(s):
-            row[r] = exp_clamped(row[r] - hi)
-    return _ess_direct_col(row, n_chains, n_draws, scale, max_lag)
+        exp_shifted(row, hi)
+        total = vsum(row, s)
+    ess, long = _ess_direct_col(row, n_chains, n_draws, scale, max_lag)
+    return ess, long, total
 
 
 @njit(cache=True)
@@ -413,7 +417,7 @@ def _ess_direct_block(x, log, scale, max_lag, j0, j1, out, status, ratio, table,
                 rhat[j] = np.nan
                 stuck[j] = False
             continue
-        ess, long = _column_ess(row, n_chains, n_draws, lo, hi, log, scale, max_lag, check,
+        ess, long, _ = _column_ess(row, n_chains, n_draws, lo, hi, log, scale, max_lag, check,
                                 table, ratio, sbuf, scratch, rhat, stuck, j)
         out[j] = ess
         if long:

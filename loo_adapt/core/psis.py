@@ -233,16 +233,20 @@ def _run(a, corr, loo, r_eff, normalize, write, lpd_off=None, engine=None):
 
 
 def _outputs(n_draws, n_obs, loo, write):
-    """The kernel's output arrays: log weights ((S, n) when ``write``), khat, status, and
+    """The kernel's output arrays: log weights ((S, n) when ``write``, laid out
+    observation-major: the transpose of a C-contiguous (n, S)), khat, status, and
     (``loo``) elpd, lpd, MCSE, n_eff."""
     m = n_obs if loo else 0
-    return (np.empty((n_draws, n_obs) if write else (0, 0)), np.empty(n_obs),
+    # the weights observation-major: the kernel smooths each block in their rows (`_kernel`)
+    return (np.empty((n_obs, n_draws) if write else (0, 0)).T, np.empty(n_obs),
             np.empty(n_obs, dtype=np.int64), np.empty(m), np.empty(m), np.empty(m),
             np.empty(m))
 
 
 #: the kernel's ``chk`` argument when it runs no checks (the types of a real one)
 _NO_CHECKS = (np.empty(0), np.empty(0, np.bool_), np.empty(0, np.bool_), np.empty(0), 0.0, 0.0, 0)
+#: the kernel's weights argument when it writes none
+_NO_ROWS = np.empty((0, 0))
 
 
 def _kernel(a3, corr, lpd_off, loo, tail_len, r_eff, normalize, write, out_lw, khat, status,
@@ -256,10 +260,19 @@ def _kernel(a3, corr, lpd_off, loo, tail_len, r_eff, normalize, write, out_lw, k
     previous = numba.set_parallel_chunksize(1)  # threads take the chunks one by one
     try:
         kernel(a3, corr, lpd_off, bool(loo), tail_len, r_eff, bool(normalize), bool(write),
-               _BLOCK, n_chunks, out_lw.reshape(a3.shape if write else (0, 0, 0)), khat,
+               _BLOCK, n_chunks, _rows_of(out_lw) if write else _NO_ROWS, khat,
                status, elpd, lpd, mcse, n_eff, chk)
     finally:
         numba.set_parallel_chunksize(previous)
+
+
+def _rows_of(out_lw):
+    """The (n, S) C-contiguous array whose transpose is the (S, n) ``out_lw`` of `_outputs`,
+    which the kernel writes in place (a copy would leave ``out_lw`` unwritten)."""
+    rows = out_lw.T
+    if not rows.flags.c_contiguous:
+        raise ValueError("the kernel's weights must be observation-major (see _outputs)")
+    return rows
 
 
 def _run_checked(a3, write, max_rhat):

@@ -232,6 +232,25 @@ def test_approximate_loo_matches_its_definition(engine):
     np.testing.assert_allclose(res.elpd_i, logsumexp(ll + lw, axis=0), rtol=0, atol=1e-12)
 
 
+def test_kernel_smooths_in_the_weights_own_rows():
+    """The compiled kernel writes the weights observation-major (the block buffer is their
+    rows, no copy back): the (S, n) result is the transpose of a C-contiguous (n, S) array,
+    it holds the numpy twin's numbers, and an output in another layout is refused rather
+    than written through a copy."""
+    rng = np.random.default_rng(11)
+    ll = rng.normal(-1.0, 0.4, size=(4, 300, 70))
+    r = np.full(70, 0.8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = psis._run(ll, np.zeros(1200), True, r, True, True, engine="numba")
+        slow = psis._run(ll, np.zeros(1200), True, r, True, True, engine="numpy")
+    assert fast[0].shape == (1200, 70) and fast[0].T.flags.c_contiguous
+    np.testing.assert_allclose(fast[0], slow[0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.exp(fast[0]).sum(axis=0), 1.0, rtol=1e-12)
+    with pytest.raises(ValueError, match="observation-major"):
+        psis._rows_of(np.empty((1200, 70)))
+
+
 def test_layouts_threads_and_column_subsets_give_identical_results():
     rng = np.random.default_rng(5)
     lr = rng.standard_t(4, size=(1000, 130))  # >= 64 columns: the parallel kernel
