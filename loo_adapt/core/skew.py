@@ -129,8 +129,10 @@ def snis_influence_moments(log_weights, log_lik, cols, chains: int,
         stats = np.empty((6, cols.size))
         src, at = (lw, ll), cols
         if not (lw.flags.c_contiguous and ll.flags.c_contiguous):
-            # a strided input (a cmdstanpy fit's draws): copy only the asked columns
-            src, at = (lw[:, cols], ll[:, cols]), np.arange(cols.size, dtype=np.int64)
+            # a strided input (a cmdstanpy fit's draws, PSIS's observation-major weights):
+            # copy only the asked columns, row-major (the layout the kernel is compiled for)
+            src = (np.ascontiguousarray(lw[:, cols]), np.ascontiguousarray(ll[:, cols]))
+            at = np.arange(cols.size, dtype=np.int64)
         if _snis_pass(*src, at, z, stats) == _OK:
             ess = influence_ess(z, chains, var=stats[3])
             return z, skew_from_moments(stats[4], stats[5], ess)

@@ -100,6 +100,7 @@ def _snis_columns(lw, ll, prob1, r_eff):
     blocks across threads; one block runs in the calling thread) instead of several
     (S, C) temporaries.
     """
+    lw, ll, prob1 = (np.ascontiguousarray(a) for a in (lw, ll, prob1))  # row-wise passes
     n_cols = lw.shape[1]
     out = tuple(np.empty(n_cols) for _ in range(3))
     if n_cols > _COL_BLOCK:
@@ -121,8 +122,7 @@ def _estimates(log_ratio, ll_i, prob1, r_eff, rows=None, khat_only=False):
     if rows is not None:
         ll_i, prob1 = ll_i[rows], prob1[rows]
     reff = np.ascontiguousarray(np.broadcast_to(np.asarray(r_eff, dtype=float), k.shape))
-    elpd, prob, mcse = _snis_columns(np.ascontiguousarray(lw), np.ascontiguousarray(ll_i),
-                                     np.ascontiguousarray(prob1), reff)
+    elpd, prob, mcse = _snis_columns(lw, ll_i, prob1, reff)
     return elpd, prob, k, mcse
 
 
