@@ -129,6 +129,19 @@ def _log_sum_exp(v, shift, e):
     return shift + math.log(_sum(e, n))
 
 
+@njit(cache=True, error_model="numpy", fastmath={"nsz", "reassoc"})
+def _mcse_sums(e1, e2, ca, cb):
+    """(sum_s (e2_s ca - e1_s cb)^2, sum_s e1_s^2) in one pass, the two sums reassociated
+    so that LLVM vectorises them (`_vmath.vsum`'s order of additions, not R's)."""
+    var = 0.0
+    sq = 0.0
+    for s in range(e1.shape[0]):
+        d = e2[s] * ca - e1[s] * cb
+        var += d * d
+        sq += e1[s] * e1[s]
+    return var, sq
+
+
 @njit(cache=True, error_model="numpy", fastmath={"nnan", "nsz", "reassoc"})
 def _max(v):
     """Maximum of ``v`` (no NaN: callers check first), vectorised; -inf for all -inf."""
@@ -481,14 +494,10 @@ def _psis_block(a, corr, lpd_off, loo, j0, j1, tail_len, r_eff, normalize, write
             # Var / E^2 = sum_s (w_s p_s / E - w_s)^2 (module docstring)
             ca = math.exp(vmax - elpd)
             cb = math.exp(m2 - lse)
-            for s in range(s_draws):
-                d = e2[s] * ca - e1[s] * cb
-                v[s] = d * d
-            out_mcse[j0 + j] = math.sqrt(math.log1p(_sum(v, s_draws)) / r_eff[j0 + j])
-            # R loo's psis_n_eff, r_eff / sum_s w_s^2, from the same exp: w_s = e1_s cb
-            for s in range(s_draws):
-                v[s] = e1[s] * e1[s]
-            out_neff[j0 + j] = r_eff[j0 + j] / (_sum(v, s_draws) * cb * cb)
+            # and R loo's psis_n_eff, r_eff / sum_s w_s^2, from the same exp: w_s = e1_s cb
+            var, sq = _mcse_sums(e1, e2, ca, cb)
+            out_mcse[j0 + j] = math.sqrt(math.log1p(var) / r_eff[j0 + j])
+            out_neff[j0 + j] = r_eff[j0 + j] / (sq * cb * cb)
             if not keep_ll:  # lpd: before the smoothing, above
                 continue
             if lpd_off.shape[0] > 0:  # log sum_s exp(ll_s + off_s)
