@@ -122,9 +122,6 @@ _SCREEN_MEDIAN = 256
 #: interleaved partial histograms: consecutive draws of a chain can fall in one bucket,
 #: and one counter would serialise their increments (store-to-load latency)
 _LANES = 4
-#: most split chains counted in per-chain histograms (`_buckets_by_chain`); beyond, the
-#: counters outgrow the cache and their sums the per-draw pass they replace
-_HIST_SPLIT_CHAINS = 16
 
 
 @njit(cache=True)
@@ -156,50 +153,7 @@ def _buckets(levels, lo, hi, nb, count, lanes):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _buckets_by_chain(levels, lo, hi, nb, k, h, count, hist):  # pragma: no cover - compiled
-    """`_buckets` of the k x h split draws ``levels`` (chain-major), counted per chain as
-    well: ``hist[c * nb + b]`` the draws of chain c in bucket b.  The draws are counted
-    t by t across the chains, so that successive increments go to different chains'
-    counters (no store waits on the one before, as with `_buckets`' lanes), and the
-    chains' score bounds then come from the histograms (`_chain_bounds`) instead of a
-    gather per draw."""
-    if lo == hi:
-        return False
-    d = np.uint64(hi - lo)
-    s = np.uint64(0)
-    while (d >> s) > np.uint64(nb - 1):
-        s += np.uint64(1)
-    n = levels.size
-    for i in range(n):  # vectorised
-        levels[i] = np.int64(np.uint64(levels[i] - lo) >> s)
-    hist[:k * nb] = 0
-    for t in range(h):
-        for c in range(k):
-            hist[c * nb + levels[c * h + t]] += 1
-    count[:] = 0
-    for c in range(k):
-        for b in range(nb):  # vectorised
-            count[b] += hist[c * nb + b]
-    return True
-
-
-@njit(cache=True, fastmath={"reassoc", "nsz"})
-def _chain_bounds(hist, nb, k, h, glo, ghi, low, up):  # pragma: no cover - compiled
-    """low[c], up[c] = sum_b hist[c, b] glo[b] / h, the same for ghi: the bounds on chain
-    c's mean score from its histogram (reassociated: vectorised dot products)."""
-    for c in range(k):
-        lo_sum = 0.0
-        hi_sum = 0.0
-        for b in range(nb):
-            w = np.float64(hist[c * nb + b])
-            lo_sum += w * glo[b]
-            hi_sum += w * ghi[b]
-        low[c] = lo_sum / h
-        up[c] = hi_sum / h
-
-
-@njit(cache=True)
-def _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, hist):  # pragma: no cover
+def _below_threshold(bidx, count, table, k, h, ratio, glo, ghi):  # pragma: no cover
     """True when the split R-hat of the draws' normal scores is shown <= the threshold
     (``ratio``: the largest between / within variance it allows) from rank intervals: a draw
     in bucket b has an average rank within that bucket's ranks, so its Blom score within
@@ -207,9 +161,7 @@ def _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, hist):  # pragma
     h / (k - 1) sum max((L_c - a)^2, (U_c - a)^2) for any a, and k (h - 1) ``within`` =
     sum z^2 - h sum m_c^2 is at least sum_b count_b min z^2 - h sum max(L_c^2, U_c^2).
     The sums run in a different order than the exact R-hat's; the comparison keeps a
-    relative margin of 1e-9, far above their rounding.  A non-empty ``hist`` holds the
-    draws' buckets per chain (`_buckets_by_chain`): the chains' sums come from it, else
-    from a pass over ``bidx``."""
+    relative margin of 1e-9, far above their rounding."""
     below = 0
     sq = 0.0
     n = bidx.size
@@ -223,30 +175,27 @@ def _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, hist):  # pragma
         below += c
     low = np.empty(k)
     up = np.empty(k)
-    if hist.size > 0:
-        _chain_bounds(hist, count.size, k, h, glo, ghi, low, up)
-    else:
-        h4 = h - h % 4
-        for c in range(k):
-            # four partial sums each: the adds of one chain do not wait on each other
-            l0 = l1 = l2 = l3 = 0.0
-            u0 = u1 = u2 = u3 = 0.0
-            base = c * h
-            for t in range(base, base + h4, 4):
-                b0, b1, b2, b3 = bidx[t], bidx[t + 1], bidx[t + 2], bidx[t + 3]
-                l0 += glo[b0]
-                l1 += glo[b1]
-                l2 += glo[b2]
-                l3 += glo[b3]
-                u0 += ghi[b0]
-                u1 += ghi[b1]
-                u2 += ghi[b2]
-                u3 += ghi[b3]
-            for t in range(base + h4, base + h):
-                l0 += glo[bidx[t]]
-                u0 += ghi[bidx[t]]
-            low[c] = ((l0 + l1) + (l2 + l3)) / h
-            up[c] = ((u0 + u1) + (u2 + u3)) / h
+    h4 = h - h % 4
+    for c in range(k):
+        # four partial sums each: the adds of one chain do not wait on each other
+        l0 = l1 = l2 = l3 = 0.0
+        u0 = u1 = u2 = u3 = 0.0
+        base = c * h
+        for t in range(base, base + h4, 4):
+            b0, b1, b2, b3 = bidx[t], bidx[t + 1], bidx[t + 2], bidx[t + 3]
+            l0 += glo[b0]
+            l1 += glo[b1]
+            l2 += glo[b2]
+            l3 += glo[b3]
+            u0 += ghi[b0]
+            u1 += ghi[b1]
+            u2 += ghi[b2]
+            u3 += ghi[b3]
+        for t in range(base + h4, base + h):
+            l0 += glo[bidx[t]]
+            u0 += ghi[bidx[t]]
+        low[c] = ((l0 + l1) + (l2 + l3)) / h
+        up[c] = ((u0 + u1) + (u2 + u3)) / h
     within = sq
     for c in range(k):
         within -= h * max(low[c] ** 2, up[c] ** 2)
@@ -284,11 +233,9 @@ def _screen_column(x, lo, hi, k, h, table, ratio, bidx, count, glo, ghi, mid,
         e = _bits(max(-lo, hi) * 2.0 ** -30)
     for i in range(n):  # vectorised
         bidx[i] = _level(x[i], e)
-    # per-chain histograms while they are small (up to 8 chains: 64 KiB of counters)
-    hist = lanes if k <= _HIST_SPLIT_CHAINS else lanes[:0]
-    if not _count(bidx, _level(lo, e), _level(hi, e), nb, k, h, count, lanes, hist):
+    if not _buckets(bidx, _level(lo, e), _level(hi, e), nb, count, lanes):
         return False
-    if not _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, hist):
+    if not _below_threshold(bidx, count, table, k, h, ratio, glo, ghi):
         return False
     p2 = n // 2
     p1 = p2 - 1 if n % 2 == 0 else p2
@@ -324,17 +271,9 @@ def _screen_column(x, lo, hi, k, h, table, ratio, bidx, count, glo, ghi, mid,
         bidx[i] = f
         f_lo = min(f_lo, f)
         f_hi = max(f_hi, f)
-    if not _count(bidx, f_lo, f_hi, nb, k, h, count, lanes, hist):
+    if not _buckets(bidx, f_lo, f_hi, nb, count, lanes):
         return False
-    return _below_threshold(bidx, count, table, k, h, ratio, glo, ghi, hist)
-
-
-@njit(cache=True)
-def _count(levels, lo, hi, nb, k, h, count, lanes, hist):  # pragma: no cover - compiled
-    """`_buckets_by_chain` into ``hist`` when it is not empty, else `_buckets`."""
-    if hist.size > 0:
-        return _buckets_by_chain(levels, lo, hi, nb, k, h, count, hist)
-    return _buckets(levels, lo, hi, nb, count, lanes)
+    return _below_threshold(bidx, count, table, k, h, ratio, glo, ghi)
 
 
 def screen_ratio(n_half: int, max_rhat: float) -> float:
@@ -350,7 +289,7 @@ def _screen_scratch(n):  # pragma: no cover - compiled
     partial histograms (empty for ``n`` = 0: a caller that runs no R-hat)."""
     nb = _SCREEN_BUCKETS if n > 0 else 0
     return (np.empty(n, np.int64), np.empty(nb, np.int64), np.empty(nb), np.empty(nb),
-            np.empty(n + 1), np.empty(max(_LANES, _HIST_SPLIT_CHAINS) * nb, np.int32))
+            np.empty(n + 1), np.empty(_LANES * nb, np.int32))
 
 
 @njit(cache=True)

@@ -64,8 +64,7 @@ def test_screen_flags_the_same_columns_as_arviz(monkeypatch, chains):
     drifting around the threshold (a shifted chain, a scaled chain, AR(1) up to rho 0.995),
     heavy tails, both signs, ties and -0.0: the flagged columns are exactly arviz's, each
     flagged column has arviz's R-hat, a NaN is only where arviz's is <= 1.01, and the screen
-    does skip most mixed columns.  4 chains count their buckets per chain, 10 (20 split
-    chains) through the lanes and a pass over the draws."""
+    does skip most mixed columns; with 4 chains of 400 draws and with 10 of 160."""
     monkeypatch.setattr(cv, "use_numba", lambda *a: True)
     rng = np.random.default_rng(11)
     m, d = 60, 1600 // chains
