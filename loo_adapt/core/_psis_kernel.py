@@ -132,7 +132,7 @@ def _log_sum_exp(v, shift, e):
 @njit(cache=True, error_model="numpy", fastmath={"nsz", "reassoc"})
 def _mcse_sums(e1, e2, ca, cb):
     """(sum_s (e2_s ca - e1_s cb)^2, sum_s e1_s^2) in one pass, the two sums reassociated
-    so that LLVM vectorises them (`_vmath.vsum`'s order of additions, not R's)."""
+    so that LLVM vectorises them (as `_vmath.vsum`; neither order is R's)."""
     var = 0.0
     sq = 0.0
     for s in range(e1.shape[0]):

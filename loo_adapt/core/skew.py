@@ -130,8 +130,9 @@ def snis_influence_moments(log_weights, log_lik, cols, chains: int,
         src, at = (lw, ll), cols
         if not (lw.flags.c_contiguous and ll.flags.c_contiguous):
             # a strided input (a cmdstanpy fit's draws, PSIS's observation-major weights):
-            # copy only the asked columns, row-major (the layout the kernel is compiled for)
-            src = (np.ascontiguousarray(lw[:, cols]), np.ascontiguousarray(ll[:, cols]))
+            # copy only the asked columns, once, row-major (``take`` writes a C-contiguous
+            # array: the layout the kernel is compiled for)
+            src = (lw.take(cols, axis=1), ll.take(cols, axis=1))
             at = np.arange(cols.size, dtype=np.int64)
         if _snis_pass(*src, at, z, stats) == _OK:
             ess = influence_ess(z, chains, var=stats[3])
