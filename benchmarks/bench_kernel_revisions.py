@@ -35,8 +35,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-ONE_CORE = {k: "1" for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                             "OPENBLAS_NUM_THREADS")}
 
 
 def _worker(tree: str, npy: str, reps: int) -> None:
@@ -79,8 +77,8 @@ def _worker(tree: str, npy: str, reps: int) -> None:
     print(json.dumps(out))
 
 
-def _run(tree: Path, npy: Path, reps: int, cache: Path) -> dict:
-    env = dict(os.environ, **ONE_CORE, NUMBA_CACHE_DIR=str(cache))
+def _run(tree: Path, npy: Path, reps: int, cache: Path, one_core: dict) -> dict:
+    env = dict(os.environ, **one_core, NUMBA_CACHE_DIR=str(cache))
     proc = subprocess.run([sys.executable, __file__, "--worker", str(tree), str(npy), str(reps)],
                           env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -103,7 +101,7 @@ def main() -> None:
         return
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(HERE))
-    from bench_loo_call import simulate
+    from bench_loo_call import ONE_CORE, simulate
 
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.base],
                          capture_output=True, text=True, check=True).stdout.strip()
@@ -122,8 +120,8 @@ def main() -> None:
               f"CPU seconds of loo_pointwise_checked (best 3 of {args.reps} per round)")
         ratios = {"weights": [], "no weights": []}
         for r in range(args.rounds):
-            got = {name: _run(tree, npy, args.reps, cache) for name, (tree, cache) in
-                   sides.items()}
+            got = {name: _run(tree, npy, args.reps, cache, ONE_CORE)
+                   for name, (tree, cache) in sides.items()}
             for name, res in got.items():
                 print(f"round {r + 1}  {name:>18}: " + ", ".join(
                     f"{k} {' '.join(f'{t:.3f}' for t in v)}" for k, v in res.items()))
