@@ -409,9 +409,13 @@ def main() -> None:
         if shutil.which("Rscript"):
             for label, n_cores in (("1 core", 1), ("all cores", os.cpu_count() or 1)):
                 t_r = run_r(tmp, shape, n_cores)
-                ours = next(r[2] for r in rows if r[1] == label)
+                # R reads the array in memory: against an in-memory source where the run
+                # has one (a CSV row includes parsing the files), and say which
+                mine = [r for r in rows if r[1] == label]
+                row = next((r for r in mine if r[0] != "csv"), mine[0] if mine else None)
+                ours = row[2] if row else None
                 if t_r is not None and ours:
-                    print(f"R loo ({label}, array): {t_r:.2f} s; R / loo_adapt "
+                    print(f"R loo ({label}, array): {t_r:.2f} s; R / loo_adapt({row[0]}) "
                           f"{t_r / ours['time']:.1f}x")
         else:
             print("R loo: skipped: no Rscript")
