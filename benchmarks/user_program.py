@@ -121,23 +121,22 @@ def main(argv=None):
                       f"{np.sqrt(np.mean(z[ver] ** 2)):.2f}, mean z {z[ver].mean():+.2f}",
                       flush=True)
                 print("    NUTS per chain, mean tree depth / leapfrog steps per draw: "
-                      + "; ".join(_nuts(res, fit, r)), flush=True)
+                      + "; ".join(_nuts(fit, r)), flush=True)
 
 
-def _nuts(res, fit, r):
-    """Per fit (the posterior and each mixture fit whose draws some row is held from), the
-    chains' mean tree depth and leapfrog steps per draw: what the fit's seconds scale with."""
+def _nuts(fit, r):
+    """Per fit (the posterior and each mixture fit whose draws some row is held from, named
+    by the estimator that holds the row), the chains' mean tree depth and leapfrog steps per
+    draw: what the fit's seconds scale with."""
     from loo_adapt.io import read_draws
 
     fits = [("posterior", read_draws(fit))]
     seen = set()
-    for h in r.history:
-        for j in h["rows"]:
-            rec = r.row_draws[j] if r.row_draws is not None else None
-            d = getattr(rec, "draws", None)
-            if d is not None and id(d) not in seen and getattr(d, "sample_stats", None):
-                seen.add(id(d))
-                fits.append((f"{h['estimator']} ({d.n_chains} x {d.n_draws})", d))
+    for j, rec in enumerate(r.row_draws or ()):
+        d = getattr(rec, "draws", None)
+        if d is not None and id(d) not in seen and getattr(d, "sample_stats", None):
+            seen.add(id(d))
+            fits.append((f"{r.method[j]} ({d.n_chains} x {d.n_draws})", d))
     out = []
     for label, d in fits:
         st = d.sample_stats
