@@ -15,6 +15,7 @@ error, and the verified rows' rms z.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -126,17 +127,20 @@ def main(argv=None):
 
 def _nuts(fit, r):
     """Per fit (the posterior and each mixture fit whose draws some row is held from, named
-    by the estimator that holds the row), the chains' mean tree depth and leapfrog steps per
-    draw: what the fit's seconds scale with."""
+    by what its draws' source says it sampled: the full mixture or a focus on k rows), the
+    chains' mean tree depth and leapfrog steps per draw: what the fit's seconds scale with.
+    Also the note of an easy-row focus whose draws the leapfrog budget cut."""
     from loo_adapt.io import read_draws
 
     fits = [("posterior", read_draws(fit))]
     seen = set()
-    for j, rec in enumerate(r.row_draws or ()):
+    for rec in r.row_draws or ():
         d = getattr(rec, "draws", None)
         if d is not None and id(d) not in seen and getattr(d, "sample_stats", None):
             seen.add(id(d))
-            fits.append((f"{r.method[j]} ({d.n_chains} x {d.n_draws})", d))
+            m = re.search(r"focused mixis proposal \((\d+) rows\)", d.source or "")
+            what = f"focused on {m.group(1)} rows" if m else "full mixture"
+            fits.append((f"{what} ({d.n_chains} x {d.n_draws})", d))
     out = []
     for label, d in fits:
         st = d.sample_stats
@@ -145,7 +149,7 @@ def _nuts(fit, r):
         depth = np.mean(st["treedepth__"], axis=1)
         steps = np.mean(st["n_leapfrog__"], axis=1)
         out.append(f"{label}: " + " ".join(f"{a:.1f}/{b:.0f}" for a, b in zip(depth, steps)))
-    return out
+    return out + [t for t in r.notes if "draws per chain, not" in str(t)]
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 __all__ = ["FocusedEasyMixIS", "FocusedMixIS", "FOCUS_SEED_OFFSET", "EASY_FOCUS_SHARE",
-           "DOMINATED_DRAWS", "dominated", "posterior_tree_depth"]
+           "EASY_FOCUS_BUDGET", "EASY_FOCUS_MIN_DRAWS", "DOMINATED_DRAWS", "dominated",
+           "posterior_leapfrog", "posterior_tree_depth"]
 
 #: seed of the focused fit: the first mixture fit's seed plus this
 FOCUS_SEED_OFFSET = 7919
@@ -40,6 +41,20 @@ FOCUS_SEED_OFFSET = 7919
 #: 1 of 130 rows has k-hat < 1/2; where they did not (rhs_logistic, relu5, logistic_n300,
 #: t_outliers) 43-99 % do.  The cut sits in that gap, near its geometric middle (6 %).
 EASY_FOCUS_SHARE = 0.1
+
+#: the easy-row focus draws at most as many leapfrog steps as this many posterior fits
+#: (`posterior_leapfrog`), estimated before the fit from the full mixture fit's steps per
+#: draw at the focus's tree-depth cap.  Its 4 x 4000 draws cost about one posterior fit where
+#: one posterior chain ran a tree depth below the others (the cap then halves the easy fit's
+#: trajectories: rhs_wide_099, and the suite's horseshoe posteriors), and 2.2 posterior fits
+#: on a fresh user fit whose four chains all ran at depth 8 (`benchmarks/user_program.py`,
+#: rhs_microarray_next seed 21), which put the default above three posterior fits.
+EASY_FOCUS_BUDGET = 1.0
+
+#: fewest draws per chain the budget leaves the easy-row focus (it exists to sample those
+#: rows' tails: at 4 x 1000 their rms z was 1.2-2.0 per window, at 4 x 2000 1.1-1.6, at
+#: 4 x 4000 0.9-1.4; `benchmarks/results/easy_rows_alternatives.txt`)
+EASY_FOCUS_MIN_DRAWS = 2000
 
 #: the full mixture is *dominated* when it leaves fewer than this many of its draws to the
 #: components of every row but its heaviest (the mixture weights row j's component by
@@ -83,6 +98,40 @@ def posterior_tree_depth(draws) -> int | None:
     if depth.ndim != 2 or depth.size == 0 or not np.all(np.isfinite(depth)):
         return None
     return max(1, int(np.min(np.median(depth, axis=1))))
+
+
+def posterior_leapfrog(draws) -> float | None:
+    """Leapfrog steps of the NUTS posterior fit behind ``draws``, warm-up included: per chain
+    its mean ``n_leapfrog__`` times its iterations (draws times ``thin``, plus
+    ``num_warmup``: Stan's default of 1000 where the draws do not say, warm-up counted at
+    the sampling rate); None without ``n_leapfrog__`` (not NUTS, or no sampler columns)."""
+    stats = getattr(draws, "sample_stats", None) or {}
+    leap = stats.get("n_leapfrog__")
+    if leap is None:
+        return None
+    leap = np.asarray(leap, dtype=float)
+    if leap.ndim != 2 or leap.size == 0 or not np.all(np.isfinite(leap)):
+        return None
+    config = getattr(draws, "config", None) or {}
+    try:
+        thin = max(1, int(float(config.get("thin", 1))))
+        warmup = max(0, int(float(config.get("num_warmup", 1000))))
+    except (TypeError, ValueError):
+        thin, warmup = 1, 1000
+    return float(np.sum(leap.mean(axis=1) * (leap.shape[1] * thin + warmup)))
+
+
+def _steps_per_draw(fit, depth) -> float | None:
+    """Mean leapfrog steps per draw of a NUTS fit, each draw's count cut at a full tree of
+    ``depth`` (2^depth - 1 steps; None: uncut); None without ``n_leapfrog__``."""
+    leap = (getattr(fit, "sample_stats", None) or {}).get("n_leapfrog__")
+    if leap is None or np.size(leap) == 0:
+        return None
+    leap = np.asarray(leap, dtype=float)
+    if depth is not None:
+        leap = np.minimum(leap, 2.0 ** depth - 1.0)
+    per = float(np.mean(leap))
+    return per if np.isfinite(per) and per > 0 else None
 
 
 def dominated(result):
@@ -338,6 +387,11 @@ class FocusedEasyMixIS(FocusedMixIS):
     `loo_adapt.loo`, sets; None focuses whatever the posterior); in that last case without
     a note, as a stage with nothing to do.
 
+    Its draws per chain are ``draws`` (4000), fewer where those would take more leapfrog
+    steps than `EASY_FOCUS_BUDGET` posterior fits (`posterior_leapfrog`, against the full
+    mixture fit's steps per draw at the tree-depth cap), never below `EASY_FOCUS_MIN_DRAWS`;
+    a note gives the count when it is cut.
+
     Whatever the k-hats, where the full mixture is `dominated` (one row's component holds
     all but fewer than `DOMINATED_DRAWS` of its draws) the focused fit runs over every other
     row MixIS holds, verified or not, and a note says why.
@@ -399,10 +453,42 @@ class FocusedEasyMixIS(FocusedMixIS):
             if easy.size == 0 or easy.size >= n:  # nothing to focus on, or the full mixture
                 return self._nothing(f"{easy.size} of {n} rows have a Kish ESS above "
                                      f"{self.min_kish:g}")
-        est = super().__call__(ctx, easy)
+        draws, cut = self.budget_draws(ctx, easy)
+        est = FocusedMixIS.__call__(replace(self, draws=draws), ctx, easy)
         if np.isnan(np.asarray(est.elpd_i, dtype=float)).all():  # skipped: keep MixIS's rows
             return self._nothing(str(est.reason[0]))
-        return est if note is None else replace(est, notes=tuple(est.notes) + (note,))
+        extra = tuple(t for t in (note, cut) if t)
+        return replace(est, notes=tuple(est.notes) + extra) if extra else est
+
+    def budget_draws(self, ctx, rows) -> tuple[int, str]:
+        """(draws per chain, a note when fewer than ``draws``): as many as keep the fit's
+        estimated leapfrog steps (its chains x (warm-up + draws) x the full mixture fit's
+        steps per draw, each cut at the tree-depth cap) within `EASY_FOCUS_BUDGET` times
+        `posterior_leapfrog`; at least `EASY_FOCUS_MIN_DRAWS`, at most ``draws``, in
+        hundreds.  ``draws`` where either fit has no leapfrog counts (not NUTS)."""
+        if ctx.draws.is_approximate:
+            return self.draws, ""
+        posterior = posterior_leapfrog(ctx.draws)
+        full = next((r.draws for r in (getattr(ctx.result, "row_draws", None) or ())
+                     if r is not None and r.source in ("mixture", "pooled")
+                     and r.draws is not None), None)
+        depth = posterior_tree_depth(ctx.draws) if self.cap_tree_depth else None
+        per_draw = None if full is None else _steps_per_draw(full, depth)
+        if posterior is None or per_draw is None:
+            return self.draws, ""
+        try:
+            warmup = int(float((getattr(full, "config", None) or {}).get("num_warmup", 100)))
+        except (TypeError, ValueError):
+            warmup = 100
+        fit = EASY_FOCUS_BUDGET * posterior / (self.chains * per_draw) - warmup
+        draws = int(min(self.draws, max(EASY_FOCUS_MIN_DRAWS, 100 * (fit // 100))))
+        if draws >= self.draws:
+            return self.draws, ""
+        return draws, (f"The focused fit over the easy rows drew {draws} draws per chain, not "
+                       f"{self.draws}: at the full mixture fit's {per_draw:.0f} leapfrog steps "
+                       f"per draw{'' if depth is None else f' (tree depth {depth})'}, "
+                       f"{self.draws} would take more steps than {EASY_FOCUS_BUDGET:g} "
+                       f"posterior fit ({posterior:.3g} steps, warm-up included)")
 
     def _nothing(self, why):
         """No row: the rows keep the full mixture's estimates; a note says why (none when

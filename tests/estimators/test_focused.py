@@ -552,3 +552,63 @@ def test_easy_row_focus_caps_its_tree_depth_and_the_other_focus_does_not(tmp_pat
         prog = Recording(y, post_mean, truth, tmp_path, seed=1)
         FocusedMixIS(max_mcse=0.1)(_ctx(posterior, prog, seed=0), np.arange(8))
         assert prog.kw == {}
+
+
+def test_easy_row_focus_draws_within_one_posterior_fit_of_leapfrog_steps(tmp_path):
+    """The easy-row fit draws 4000 per chain unless that takes more leapfrog steps than one
+    posterior fit.  Posterior: 4 chains x 1000 draws at 255 steps (tree depth 8) after 1000
+    warm-up iterations: 4 * 2000 * 255 = 2,040,000 steps.  A full mixture fit whose draws
+    took 1023 and 127 steps alike costs (255 + 127) / 2 = 191 a draw at the cap (depth 8):
+    2,040,000 / (4 * 191) - 100 warm-up = 2570, so 2500 per chain, and a note says so.  At
+    63 steps a draw 4000 fit (no note); without leapfrog counts 4000; and a posterior fit
+    a tenth as long leaves the floor of 2000."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from loo_adapt.estimators.focused import (
+        EASY_FOCUS_BUDGET,
+        EASY_FOCUS_MIN_DRAWS,
+        FocusedEasyMixIS,
+        posterior_leapfrog,
+    )
+
+    assert (EASY_FOCUS_BUDGET, EASY_FOCUS_MIN_DRAWS) == (1.0, 2000)
+    y, post_mean, truth = _problem(n=40)
+    n = y.size
+    rng = np.random.default_rng(4)
+
+    def posterior(n_draws, warmup):
+        theta = rng.normal(post_mean, POST_SD, size=(4, n_draws, n))
+        d = read_dict({"log_lik": stats.norm.logpdf(y, theta, SIG)}, method="mcmc",
+                      sample_stats={"n_leapfrog__": np.full((4, n_draws), 255.0),
+                                    "treedepth__": np.full((4, n_draws), 8.0)})
+        return replace(d, config={"num_warmup": warmup})
+
+    full_post = posterior(1000, 1000)
+    assert posterior_leapfrog(full_post) == 4 * 2000 * 255
+
+    class Recording(_ExactProgram):
+        def fit_mixture(self, posterior, *, rows, seed, chains, draws, **kw):
+            self.draws = draws
+            return super().fit_mixture(posterior, rows=rows, seed=seed, chains=chains,
+                                       draws=draws)
+
+    def run(post, leap):
+        full = None if leap is None else SimpleNamespace(
+            sample_stats={"n_leapfrog__": np.asarray(leap, dtype=float)}, config={})
+        records = [SimpleNamespace(source="mixture", draws=full)] * n
+        prog = Recording(y, post_mean, truth, tmp_path, seed=1)
+        ctx = _ctx(post, prog, seed=0)
+        ctx.result = _result_so_far(n, ["mixis"] * n, np.where(np.arange(n) < 20, 900.0, 50.0),
+                                    np.ones(n, bool))
+        ctx.result.row_draws = records
+        est = FocusedEasyMixIS()(ctx, np.arange(n))
+        return prog.draws, [t for t in est.notes if "draws per chain" in t]
+
+    mixed = np.tile([1023.0, 127.0], (4, 500))
+    draws, notes = run(full_post, mixed)
+    assert draws == 2500 and len(notes) == 1 and "drew 2500 draws per chain, not 4000" in notes[0]
+    assert "191 leapfrog steps per draw (tree depth 8)" in notes[0]
+    assert run(full_post, np.full((4, 1000), 63.0)) == (4000, [])
+    assert run(full_post, None) == (4000, [])
+    assert run(posterior(100, 100), mixed)[0] == EASY_FOCUS_MIN_DRAWS
