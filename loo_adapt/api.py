@@ -208,13 +208,14 @@ def loo(
     mixis_spot_checks : with refits (a program or a ``refit_fn``), refit this many rows
         MixIS verified, drawn at random, and multiply MixIS's MCSEs by what they show
         (`loo_adapt.estimators.spot_check`; 0, the default, skips it: it costs the refits).
-    mixis_focus_easy : with a program, one more mixture fit (4 x 4000 draws) over the rows
-        MixIS verified with a Kish ESS above 400, whose estimates replace the full
-        mixture's (`loo_adapt.estimators.focused.FocusedEasyMixIS`): on wide horseshoe fits
-        those rows erred optimistic together with too small MCSEs.  "auto" (default) fits
-        it only where fewer than 10 % of the rows have a plain-PSIS k-hat below 1/2 (there
-        the full mixture's easy rows erred, elsewhere they did not; about two posterior
-        fits more); True always; False never.
+    mixis_focus_easy : with a program, one more mixture fit (4 x 4000 draws, fewer where
+        those would take more leapfrog steps than the posterior fit, at least 4 x 2000)
+        over the rows MixIS verified with a Kish ESS above 400, whose estimates replace the
+        full mixture's (`loo_adapt.estimators.focused.FocusedEasyMixIS`): on wide horseshoe
+        fits those rows erred optimistic together with too small MCSEs.  "auto" (default)
+        fits it only where fewer than 10 % of the rows have a plain-PSIS k-hat below 1/2
+        (there the full mixture's easy rows erred, elsewhere they did not; about one
+        posterior fit more); True always; False never.
     refit_kwargs : passed to `loo_adapt.stan.refit.refit_loo` (max_refits, max_seconds,
         n_jobs, refit_fn, chains, draws, progress, ...).
     y : observed binary outcomes, to report LOO predictive probabilities without a model.

@@ -68,8 +68,10 @@ MCMC_STATS = (
     "energy__",
 )
 #: CmdStan settings kept in ``Draws.config`` (they decide how draws may be used, or how the
-#: package's own fits of the program should run: ``delta``, the sampler's adapt delta)
-CONFIG_KEYS = ("jacobian", "num_paths", "psis_resample", "algorithm", "delta")
+#: package's own fits of the program should run: ``delta``, the sampler's adapt delta;
+#: ``num_warmup`` and ``thin``, what the posterior fit cost: the easy-row focus's budget)
+CONFIG_KEYS = ("jacobian", "num_paths", "psis_resample", "algorithm", "delta", "num_warmup",
+               "thin")
 
 
 def normalize_method(method: str | None) -> str | None:

@@ -565,9 +565,11 @@ def write_stan_csv(draws: Draws, out_dir, prefix: str, *, model: str = "model",
     out_dir.mkdir(parents=True, exist_ok=True)
     config = dict(config or {})
     seed = config.pop("seed", "")
-    warmup = config.pop("warmup", 0)
+    warmup = config.pop("warmup", draws.config.get("num_warmup", 0))
     delta = config.pop("adapt_delta", draws.config.get("delta", 0.8))
-    settings = {k: v for k, v in {**draws.config, **config}.items() if k != "delta"}
+    # the draws are written as they are (thin = 1: one row a draw), after their warm-up
+    settings = {k: v for k, v in {**draws.config, **config}.items()
+                if k not in ("delta", "num_warmup", "thin")}
     method = CMDSTAN_METHOD.get(draws.method)
     if method is None:
         raise ValueError(f"{draws.method!r} draws come from no CmdStan method, so they have no "

@@ -91,6 +91,13 @@ def test_sample_csv_matches_pandas(model):
         expected = np.stack([df[stat].to_numpy() for df in frames])
         np.testing.assert_array_equal(draws.sample_stats[stat], expected)
     assert draws.log_lik().shape == (4, 250, 54)
+    # the run settings that say what the fit cost: the easy-row focus's budget, the chains'
+    # mean leapfrog steps over the 250 kept draws times their 1000 + 250 iterations
+    from loo_adapt.estimators.focused import posterior_leapfrog
+
+    assert (draws.config["num_warmup"], draws.config["thin"]) == ("1000", "1")
+    per_chain = [df["n_leapfrog__"].mean() for df in frames]
+    assert posterior_leapfrog(draws) == pytest.approx(1250 * sum(per_chain), rel=1e-12)
 
 
 def test_relu_matrix_element_and_column_major_order():
