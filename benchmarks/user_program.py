@@ -9,7 +9,8 @@ total's error against the benchmark's brute-force truth with the combined Monte 
 error, and the verified rows' rms z.
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/user_program.py
-        [--benchmarks rhs_microarray_next ...] [--seeds 11]
+        [--benchmarks rhs_microarray_next ...] [--seeds 11] [--easy-budgets 1 1e9]
+        [--worst 4]
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import calibration_z, suite_module, total_mc  # noqa: E402
 
 import loo_adapt  # noqa: E402
+from loo_adapt.estimators import focused  # noqa: E402
+
+DEFAULT_BUDGET = focused.EASY_FOCUS_BUDGET
 
 #: the user's program: every benchmark it runs on is a horseshoe logistic regression
 PROGRAM = """// a user's horseshoe logistic regression, written the usual way
@@ -87,7 +91,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmarks", nargs="+", default=["rhs_microarray_next"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[11])
+    parser.add_argument("--easy-budgets", type=float, nargs="+", default=None,
+                        help="run loo() on each fit once per value of the easy-row focus's "
+                        "leapfrog budget (focused.EASY_FOCUS_BUDGET, in posterior fits; a "
+                        "large value: the 4 x 4000 draws it had before), an A/B on one fit")
+    parser.add_argument("--worst", type=int, default=0,
+                        help="also print the rows with the k most negative and positive errors")
     args = parser.parse_args(argv)
+    budgets = args.easy_budgets or [focused.EASY_FOCUS_BUDGET]
     suite = suite_module()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "my_horseshoe.stan"
@@ -103,26 +114,43 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 fit = program.fit(seed=seed)
                 t_fit = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    res = loo_adapt.loo(fit, program=program, seed=seed, progress=False)
-                t_loo = time.perf_counter() - t0
-                r = res.loo_adapt
-                err = r.elpd_i[idx] - truth[:, 1]
-                z = calibration_z(r.elpd_i[idx], r.mcse_elpd_i[idx], truth[:, 1], truth[:, 2])
-                ver = np.asarray(r.reliable, dtype=bool)[idx]
-                mc = total_mc(r.estimates()["mcse_elpd_loo"], truth[:, 2])
-                stages = ", ".join(f"{h['estimator']} {len(h['rows'])} rows "
-                                   f"{h.get('seconds', 0.0):.0f} s" for h in r.history)
-                print(f"{name} seed {seed}: posterior fit {t_fit:.1f} s, loo {t_loo:.1f} s "
-                      f"({t_loo / t_fit:.2f} posterior fits; {stages}); total error "
-                      f"{err.sum():+.2f} (combined MC {mc:.2f}, {err.sum() / mc:+.1f}); "
-                      f"verified {ver.sum()} of {ver.size}, rms z "
-                      f"{np.sqrt(np.mean(z[ver] ** 2)):.2f}, mean z {z[ver].mean():+.2f}",
-                      flush=True)
-                print("    NUTS per chain, mean tree depth / leapfrog steps per draw: "
-                      + "; ".join(_nuts(fit, r)), flush=True)
+                for budget in budgets:
+                    _run(name, seed, program, fit, t_fit, truth, idx, budget,
+                         len(budgets) > 1, args.worst)
+
+
+def _run(name, seed, program, fit, t_fit, truth, idx, budget, say_budget, worst):
+    """One loo() call with the easy-row focus's budget at ``budget``, printed."""
+    focused.EASY_FOCUS_BUDGET = budget
+    try:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = loo_adapt.loo(fit, program=program, seed=seed, progress=False)
+        t_loo = time.perf_counter() - t0
+    finally:
+        focused.EASY_FOCUS_BUDGET = DEFAULT_BUDGET
+    r = res.loo_adapt
+    label = f" (easy-row budget {budget:g})" if say_budget else ""
+    err = r.elpd_i[idx] - truth[:, 1]
+    z = calibration_z(r.elpd_i[idx], r.mcse_elpd_i[idx], truth[:, 1], truth[:, 2])
+    ver = np.asarray(r.reliable, dtype=bool)[idx]
+    mc = total_mc(r.estimates()["mcse_elpd_loo"], truth[:, 2])
+    stages = ", ".join(f"{h['estimator']} {len(h['rows'])} rows "
+                       f"{h.get('seconds', 0.0):.0f} s" for h in r.history)
+    print(f"{name} seed {seed}{label}: posterior fit {t_fit:.1f} s, loo {t_loo:.1f} s "
+          f"({t_loo / t_fit:.2f} posterior fits; {stages}); total error "
+          f"{err.sum():+.2f} (combined MC {mc:.2f}, {err.sum() / mc:+.1f}); "
+          f"verified {ver.sum()} of {ver.size}, rms z "
+          f"{np.sqrt(np.mean(z[ver] ** 2)):.2f}, mean z {z[ver].mean():+.2f}", flush=True)
+    print("    NUTS per chain, mean tree depth / leapfrog steps per draw: "
+          + "; ".join(_nuts(fit, r)), flush=True)
+    order = np.argsort(err)
+    for j in [*order[:worst], *order[len(order) - worst:]] if worst else ():
+        i = idx[j]
+        print(f"    row {i:3d}: error {err[j]:+.3f}, MCSE {r.mcse_elpd_i[i]:.3f}, z {z[j]:+.2f}, "
+              f"{r.method[i]}, verified by {r.verified_by[i] or '-'}, PSIS k-hat "
+              f"{r.pareto_k[i]:.2f}", flush=True)
 
 
 def _nuts(fit, r):
