@@ -1,0 +1,80 @@
+"""Where the default's total error sits: the summed error of its rows, grouped by the fit
+each row's estimate is held from (the full mixture, the easy-row focus, each focus on the
+rows above the bar).  A shared sign within one group points at the stage that carries it.
+
+    LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/error_by_fit.py rhs_wide
+        [--truth-from rhs_wide_099] [--seeds 1 2 3] [--easy-budget 1e9]
+
+The runs are `benchmarks/truth.py`'s "default, with program" (cached mixture fits, refits
+checkpointed); ``--truth-from`` also scores against a remake's truth of the same data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import truth as truth_run  # noqa: E402
+from truth_suite import load_benchmark, mixture_fit  # noqa: E402
+
+from loo_adapt.estimators import focused  # noqa: E402
+
+
+def _group(rec, method) -> str:
+    """The fit a row's estimate comes from: "focus k" (a focused fit over k rows), else the
+    record's source ("mixture": the full mixture fit), with the row's method."""
+    source = getattr(getattr(rec, "draws", None), "source", "") or ""
+    m = re.search(r"focused mixis proposal \((\d+) rows\)", source)
+    what = f"focus {m.group(1)}" if m else (rec.source if rec is not None else "none")
+    return f"{what} ({method})"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("benchmark")
+    parser.add_argument("--truth-from", default=None)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--easy-budget", type=float, default=None,
+                        help="the easy-row focus's leapfrog budget in posterior fits "
+                             "(focused.EASY_FOCUS_BUDGET; a large value: 4 x 4000 draws)")
+    args = parser.parse_args(argv)
+    if args.easy_budget is not None:
+        focused.EASY_FOCUS_BUDGET = args.easy_budget
+    bench = load_benchmark(args.benchmark)
+    truth = np.asarray(bench.truth)
+    idx = truth[:, 0].astype(int)
+    alt = None
+    if args.truth_from:
+        alt = np.asarray(truth_run._other_truth(args.benchmark, args.truth_from, truth))[:, 1]
+    for seed in args.seeds:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res, _ = truth_run._with_program(bench, seed, mixture_fit(bench, seed), 5)
+        err = res.elpd_i[idx] - truth[:, 1]
+        groups = np.array([_group(res.row_draws[i], res.method[i]) for i in idx])
+        parts = []
+        for g in sorted(set(groups)):
+            k = groups == g
+            mc = float(np.sqrt(np.sum(res.mcse_elpd_i[idx][k] ** 2 + truth[k, 2] ** 2)))
+            part = f"{g}: {k.sum()} rows, {err[k].sum():+.2f} (MC {mc:.2f})"
+            if alt is not None:
+                part = part[:-1] + f", {res.elpd_i[idx][k].sum() - alt[k].sum():+.2f})"
+            parts.append(part)
+        total = f"{err.sum():+.2f}" + ("" if alt is None
+                                      else f" ({res.elpd_i[idx].sum() - alt.sum():+.2f})")
+        print(f"{args.benchmark} seed {seed}: total error {total}; " + "; ".join(parts),
+              flush=True)
+    print("(MC: the group's pointwise MCSEs and truth MC errors in quadrature, which leaves out "
+          "the correlation of rows that share a fit"
+          + ("" if alt is None else f"; the second figure: against the truth of "
+             f"{args.truth_from}") + ")")
+
+
+if __name__ == "__main__":
+    main()
