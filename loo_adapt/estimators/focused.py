@@ -112,13 +112,26 @@ def posterior_leapfrog(draws) -> float | None:
     leap = np.asarray(leap, dtype=float)
     if leap.ndim != 2 or leap.size == 0 or not np.all(np.isfinite(leap)):
         return None
-    config = getattr(draws, "config", None) or {}
-    try:
-        thin = max(1, int(float(config.get("thin", 1))))
-        warmup = max(0, int(float(config.get("num_warmup", 1000))))
-    except (TypeError, ValueError):
-        thin, warmup = 1, 1000
+    thin = max(1, _config_int(draws, "thin", 1))
+    warmup = max(0, _config_int(draws, "num_warmup", 1000))
     return float(np.sum(leap.mean(axis=1) * (leap.shape[1] * thin + warmup)))
+
+
+def _config_int(draws, key: str, default: int) -> int:
+    """``draws.config[key]`` as an int (CmdStan's settings are kept as strings), ``default``
+    where it is absent or not a number."""
+    try:
+        return int(float((getattr(draws, "config", None) or {}).get(key, default)))
+    except (TypeError, ValueError):
+        return default
+
+
+def _full_mixture(result):
+    """The draws of the full mixture fit behind ``result``'s MixIS rows (the first row held
+    from mixture draws, pooled or not), None where no row is."""
+    return next((r.draws for r in (getattr(result, "row_draws", None) or ())
+                 if r is not None and r.source in ("mixture", "pooled")
+                 and r.draws is not None), None)
 
 
 def _steps_per_draw(fit, depth) -> float | None:
@@ -138,13 +151,12 @@ def dominated(result):
     """(heaviest row, draws the full mixture leaves to the other rows, its draws) when those
     are fewer than `DOMINATED_DRAWS`, else None; from the MixIS estimates in ``result``."""
     elpd = getattr(result, "elpd_i", None)
-    records = getattr(result, "row_draws", None)
-    if elpd is None or records is None:
+    full = _full_mixture(result)
+    if elpd is None or full is None:
         return None
-    n_draws = next((r.draws.n_samples for r in records if r is not None
-                    and r.source in ("mixture", "pooled") and r.draws is not None), None)
+    n_draws = full.n_samples
     e = np.asarray(elpd, dtype=float)
-    if n_draws is None or e.size < 2 or not np.all(np.isfinite(e)):
+    if e.size < 2 or not np.all(np.isfinite(e)):
         return None
     share = np.exp(-(e - e.min()))
     share /= share.sum()
@@ -469,17 +481,12 @@ class FocusedEasyMixIS(FocusedMixIS):
         if ctx.draws.is_approximate:
             return self.draws, ""
         posterior = posterior_leapfrog(ctx.draws)
-        full = next((r.draws for r in (getattr(ctx.result, "row_draws", None) or ())
-                     if r is not None and r.source in ("mixture", "pooled")
-                     and r.draws is not None), None)
+        full = _full_mixture(ctx.result)
         depth = posterior_tree_depth(ctx.draws) if self.cap_tree_depth else None
         per_draw = None if full is None else _steps_per_draw(full, depth)
         if posterior is None or per_draw is None:
             return self.draws, ""
-        try:
-            warmup = int(float((getattr(full, "config", None) or {}).get("num_warmup", 100)))
-        except (TypeError, ValueError):
-            warmup = 100
+        warmup = _config_int(full, "num_warmup", 100)  # a warm-started fit's warm-up
         fit = EASY_FOCUS_BUDGET * posterior / (self.chains * per_draw) - warmup
         draws = int(min(self.draws, max(EASY_FOCUS_MIN_DRAWS, 100 * (fit // 100))))
         if draws >= self.draws:
