@@ -12,7 +12,6 @@ checkpointed); ``--truth-from`` also scores against a remake's truth of the same
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import warnings
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import truth as truth_run  # noqa: E402
-from truth_suite import load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import focused_rows, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.estimators import focused  # noqa: E402
 
@@ -29,9 +28,8 @@ from loo_adapt.estimators import focused  # noqa: E402
 def _group(rec, method) -> str:
     """The fit a row's estimate comes from: "focus k" (a focused fit over k rows), else the
     record's source ("mixture": the full mixture fit), with the row's method."""
-    source = getattr(getattr(rec, "draws", None), "source", "") or ""
-    m = re.search(r"focused mixis proposal \((\d+) rows\)", source)
-    what = f"focus {m.group(1)}" if m else (rec.source if rec is not None else "none")
+    k = focused_rows(getattr(rec, "draws", None))
+    what = f"focus {k}" if k is not None else (rec.source if rec is not None else "none")
     return f"{what} ({method})"
 
 
@@ -62,10 +60,8 @@ def main(argv=None):
         for g in sorted(set(groups)):
             k = groups == g
             mc = float(np.sqrt(np.sum(res.mcse_elpd_i[idx][k] ** 2 + truth[k, 2] ** 2)))
-            part = f"{g}: {k.sum()} rows, {err[k].sum():+.2f} (MC {mc:.2f})"
-            if alt is not None:
-                part = part[:-1] + f", {res.elpd_i[idx][k].sum() - alt[k].sum():+.2f})"
-            parts.append(part)
+            against = "" if alt is None else f", {res.elpd_i[idx][k].sum() - alt[k].sum():+.2f}"
+            parts.append(f"{g}: {k.sum()} rows, {err[k].sum():+.2f} (MC {mc:.2f}{against})")
         total = f"{err.sum():+.2f}" + ("" if alt is None
                                       else f" ({res.elpd_i[idx].sum() - alt.sum():+.2f})")
         print(f"{args.benchmark} seed {seed}: total error {total}; " + "; ".join(parts),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,14 @@ def _fixture(name):
 FAMILY = {"logistic_n300": "logistic_normal", "relu5": "relu_net", "rhs_wide": "logistic_rhs",
           "rhs_microarray": "logistic_rhs", "rhs_wide_099": "logistic_rhs",
           "rhs_microarray_next": "logistic_rhs", "logistic_normal_long": "logistic_normal"}
+
+
+def focused_rows(draws) -> int | None:
+    """How many rows the mixture fit behind ``draws`` was focused on (its source, as
+    `loo_adapt.stan.mixis_program.fit_mixture` writes it: "focused mixis proposal (k rows)"),
+    None for the full mixture or any other fit."""
+    m = re.search(r"focused mixis proposal \((\d+) rows\)", getattr(draws, "source", "") or "")
+    return int(m.group(1)) if m else None
 
 
 def calibration_z(elpd_i, mcse_i, truth_elpd, truth_mc):

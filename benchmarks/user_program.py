@@ -16,7 +16,6 @@ error, and the verified rows' rms z.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import calibration_z, suite_module, total_mc  # noqa: E402
+from truth_suite import calibration_z, focused_rows, suite_module, total_mc  # noqa: E402
 
 import loo_adapt  # noqa: E402
 from loo_adapt.estimators import focused  # noqa: E402
@@ -166,8 +165,8 @@ def _nuts(fit, r):
         d = getattr(rec, "draws", None)
         if d is not None and id(d) not in seen and getattr(d, "sample_stats", None):
             seen.add(id(d))
-            m = re.search(r"focused mixis proposal \((\d+) rows\)", d.source or "")
-            what = f"focused on {m.group(1)} rows" if m else "full mixture"
+            k = focused_rows(d)
+            what = "full mixture" if k is None else f"focused on {k} rows"
             fits.append((f"{what} ({d.n_chains} x {d.n_draws})", d))
     out = []
     for label, d in fits:
