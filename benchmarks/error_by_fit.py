@@ -3,7 +3,11 @@ each row's estimate is held from (the full mixture, the easy-row focus, each foc
 rows above the bar).  A shared sign within one group points at the stage that carries it.
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/error_by_fit.py rhs_wide
-        [--truth-from rhs_wide_099] [--seeds 1 2 3] [--easy-budget 1e9]
+        [--truth-from rhs_wide_099] [--seeds 1 2 3] [--easy-budget 1e9] [--rows mixture]
+
+``--rows G`` also prints the rows of each group whose name starts with G, by the Kish ESS
+of the fit they are held from (the PointwiseLoo diagnostic), with each group's mean z
+(error over its combined MC error: a shift) and rms z (a spread).
 
 The runs are `benchmarks/truth.py`'s "default, with program" (cached mixture fits, refits
 checkpointed); ``--truth-from`` also scores against a remake's truth of the same data.
@@ -41,6 +45,8 @@ def main(argv=None):
     parser.add_argument("--easy-budget", type=float, default=None,
                         help="the easy-row focus's leapfrog budget in posterior fits "
                              "(focused.EASY_FOCUS_BUDGET; a large value: 4 x 4000 draws)")
+    parser.add_argument("--rows", default=None,
+                        help="print the rows of the groups whose name starts with this")
     args = parser.parse_args(argv)
     if args.easy_budget is not None:
         focused.EASY_FOCUS_BUDGET = args.easy_budget
@@ -66,10 +72,31 @@ def main(argv=None):
                                       else f" ({res.elpd_i[idx].sum() - alt.sum():+.2f})")
         print(f"{args.benchmark} seed {seed}: total error {total}; " + "; ".join(parts),
               flush=True)
+        if args.rows:
+            _print_rows(res, idx, err, truth, groups, args.rows)
     print("(MC: the group's pointwise MCSEs and truth MC errors in quadrature, which leaves out "
           "the correlation of rows that share a fit"
           + ("" if alt is None else f"; the second figure: against the truth of "
              f"{args.truth_from}") + ")")
+
+
+def _print_rows(res, idx, err, truth, groups, prefix):
+    """The rows of the groups named ``prefix...``, by Kish ESS, and each group's mean and
+    rms z."""
+    kish = (np.full(idx.size, np.nan) if res.diagnostic is None
+            else np.asarray(res.diagnostic, dtype=float)[idx])
+    mcse = res.mcse_elpd_i[idx]
+    z = err / np.hypot(mcse, truth[:, 2])
+    for g in sorted(set(groups)):
+        k = np.flatnonzero(groups == g)
+        if not g.startswith(prefix):
+            continue
+        print(f"  {g}: mean z {z[k].mean():+.2f}, rms z {np.sqrt(np.mean(z[k] ** 2)):.2f}, "
+              f"{np.sum(np.abs(z[k]) > 3)} rows |z| > 3")
+        for j in k[np.argsort(kish[k])]:
+            print(f"    row {idx[j]:4d}  Kish {kish[j]:7.1f}  error {err[j]:+.3f}  MCSE "
+                  f"{mcse[j]:.3f}  truth MC {truth[j, 2]:.3f}  z {z[j]:+.2f}  PSIS k-hat "
+                  f"{res.pareto_k[idx[j]]:.2f}")
 
 
 if __name__ == "__main__":
