@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import truth as truth_run  # noqa: E402
-from truth_suite import focused_rows, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import calibration_z, focused_rows, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.estimators import focused  # noqa: E402
 
@@ -86,11 +86,9 @@ def _print_rows(res, idx, err, truth, groups, prefix):
     kish = (np.full(idx.size, np.nan) if res.diagnostic is None
             else np.asarray(res.diagnostic, dtype=float)[idx])
     mcse = res.mcse_elpd_i[idx]
-    z = err / np.hypot(mcse, truth[:, 2])
-    for g in sorted(set(groups)):
+    z = calibration_z(res.elpd_i[idx], mcse, truth[:, 1], truth[:, 2])
+    for g in sorted(g for g in set(groups) if g.startswith(prefix)):
         k = np.flatnonzero(groups == g)
-        if not g.startswith(prefix):
-            continue
         print(f"  {g}: mean z {z[k].mean():+.2f}, rms z {np.sqrt(np.mean(z[k] ** 2)):.2f}, "
               f"{np.sum(np.abs(z[k]) > 3)} rows |z| > 3")
         for j in k[np.argsort(kish[k])]:

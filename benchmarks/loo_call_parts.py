@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_loo_call import ONE_CORE, simulate  # noqa: E402
+
 VARIANTS = ("full", "no R-hat", "no lag sums", "neither")
-ONE_CORE = {k: "1" for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                             "OPENBLAS_NUM_THREADS")}
 
 
 def _worker(variant: str, path: str, reps: int) -> float:
@@ -73,9 +73,6 @@ def main() -> None:
     if args.worker:
         print(json.dumps(_worker(args.worker[0], args.worker[1], int(args.worker[2]))))
         return
-    sys.path.insert(0, str(HERE))
-    from bench_loo_call import simulate
-
     folder = Path(args.keep or tempfile.mkdtemp(prefix="loo_call_parts_"))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "log_lik.npy"

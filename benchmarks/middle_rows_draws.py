@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt import loo  # noqa: E402
 
@@ -52,7 +52,7 @@ def main(argv=None):
         for draws, res in out.items():
             err = res.elpd_i[idx] - truth[:, 1]
             mcse = res.mcse_elpd_i[idx]
-            z = err / np.hypot(mcse, truth[:, 2])
+            z = calibration_z(res.elpd_i[idx], mcse, truth[:, 1], truth[:, 2])
             print(f"{args.benchmark} seed {seed}, mixture 4 x {draws}: {mid.sum()} middle rows "
                   f"(by the 4 x 1000 fit): error {err[mid].sum():+.2f}, mean z "
                   f"{z[mid].mean():+.2f}, rms z {np.sqrt(np.mean(z[mid] ** 2)):.2f}, mean MCSE "
