@@ -1,4 +1,5 @@
-"""The easy-row focused fit with its NUTS tree depth capped at the posterior's, against
+"""A focused fit (over the easy rows, or with ``--rows hard`` over the rows the full mixture
+leaves above the 0.1 MCSE bar) with its NUTS tree depth capped at the posterior's, against
 uncapped: seconds, leapfrog steps and step size per chain, divergent transitions, and the
 easy rows' calibration against the brute-force truth.
 
@@ -11,7 +12,10 @@ focused fit over them with the program's tree depth and one capped at the poster
 same seed, starts, metric and draws; z = error / (MCSE and the truth's MC error combined).
 
     python benchmarks/focused_tree_depth.py [--benchmarks rhs_wide_099] [--seeds 1 2 3]
-                                            [--draws 4000]
+                                            [--draws 4000] [--rows easy|hard]
+
+``--rows hard`` takes the rows of `FocusedMixIS` (full-mixture MCSE above 0.1; draws 1000
+unless given) and also prints how many of them the fit brings to the bar.
 """
 
 from __future__ import annotations
@@ -35,8 +39,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmarks", nargs="*", default=["rhs_wide_099"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--draws", type=int, default=4000, help="draws per chain")
+    parser.add_argument("--draws", type=int, default=None,
+                        help="draws per chain (4000 easy, 1000 hard)")
+    parser.add_argument("--rows", choices=("easy", "hard"), default="easy")
     args = parser.parse_args(argv)
+    draws = args.draws or (4000 if args.rows == "easy" else 1000)
     warnings.simplefilter("ignore")
     for name in args.benchmarks:
         bench = load_benchmark(name)
@@ -48,26 +55,29 @@ def main(argv=None):
         for seed in args.seeds:
             mix, _ = mixture_fit(bench, seed)
             full = mixis_loo(mix.log_lik())
-            easy = [int(i) for i in np.flatnonzero(full.ess > 400) if int(i) in pos]
+            pick = full.ess > 400 if args.rows == "easy" else full.mcse_elpd_i > 0.1
+            easy = [int(i) for i in np.flatnonzero(pick) if int(i) in pos]
             t = truth[[pos[i] for i in easy]]
             for depth in (None, cap):
                 kw = {} if depth is None else {"max_treedepth": depth}
                 t0 = time.perf_counter()
                 fit = bench.program.fit_mixture(bench.draws, seed=100 + seed, rows=easy,
-                                                draws=args.draws, **kw)
+                                                draws=draws, **kw)
                 sec = time.perf_counter() - t0
                 ss = fit.sample_stats
                 leap = np.asarray(ss["n_leapfrog__"]).mean(axis=1)
                 step = np.asarray(ss["stepsize__"]).mean(axis=1)
                 est = mixis_loo(np.asarray(fit.log_lik())[..., easy])
                 z = calibration_z(est.elpd_i, est.mcse_elpd_i, t[:, 1], t[:, 2])
-                print(f"seed {seed}, {len(easy)} easy rows, tree depth "
+                bar = (f"; {int(np.sum(est.mcse_elpd_i <= 0.1))} at MCSE <= 0.1"
+                       if args.rows == "hard" else "")
+                print(f"seed {seed}, {len(easy)} {args.rows} rows, tree depth "
                       f"{'program' if depth is None else f'capped at {depth}'}: {sec:.1f} s; "
                       f"leapfrog steps per chain {np.round(leap).astype(int).tolist()}, step "
                       f"{np.round(step, 4).tolist()}; divergent "
-                      f"{int(np.sum(ss['divergent__']))}; easy rows rms z "
+                      f"{int(np.sum(ss['divergent__']))}; {args.rows} rows rms z "
                       f"{np.sqrt(np.mean(z ** 2)):.2f}, mean z {z.mean():+.2f}, median MCSE "
-                      f"{np.median(est.mcse_elpd_i):.4f}", flush=True)
+                      f"{np.median(est.mcse_elpd_i):.4f}{bar}", flush=True)
 
 
 if __name__ == "__main__":
