@@ -7,7 +7,8 @@ rows above the bar).  A shared sign within one group points at the stage that ca
 
 ``--rows G`` also prints the rows of each group whose name starts with G, by the Kish ESS
 of the fit they are held from (the PointwiseLoo diagnostic), with each group's mean z
-(error over its combined MC error: a shift) and rms z (a spread).
+(error over its combined MC error: a shift) and rms z (a spread); scored against the
+``--truth-from`` truth (its own MC errors) when one is given.
 
 The runs are `benchmarks/truth.py`'s "default, with program" (cached mixture fits, refits
 checkpointed); ``--truth-from`` also scores against a remake's truth of the same data.
@@ -53,9 +54,10 @@ def main(argv=None):
     bench = load_benchmark(args.benchmark)
     truth = np.asarray(bench.truth)
     idx = truth[:, 0].astype(int)
-    alt = None
+    alt = alt_full = None
     if args.truth_from:
-        alt = np.asarray(truth_run._other_truth(args.benchmark, args.truth_from, truth))[:, 1]
+        alt_full = np.asarray(truth_run._other_truth(args.benchmark, args.truth_from, truth))
+        alt = alt_full[:, 1]
     for seed in args.seeds:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -73,7 +75,8 @@ def main(argv=None):
         print(f"{args.benchmark} seed {seed}: total error {total}; " + "; ".join(parts),
               flush=True)
         if args.rows:
-            _print_rows(res, idx, err, truth, groups, args.rows)
+            scored = truth if alt_full is None else alt_full
+            _print_rows(res, idx, res.elpd_i[idx] - scored[:, 1], scored, groups, args.rows)
     print("(MC: the group's pointwise MCSEs and truth MC errors in quadrature, which leaves out "
           "the correlation of rows that share a fit"
           + ("" if alt is None else f"; the second figure: against the truth of "
