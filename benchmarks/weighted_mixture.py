@@ -11,12 +11,14 @@ MixIS with weights is MixIS of the log-likelihood minus log c_j, plus log c_j (t
 
 Each fit: the benchmark's flagged program with its model line reading
 ``log_sum_exp(mixis_log_c - log_lik_local)``, warm-started like the package's, the same seed;
-nothing in the package changes.  Printed per benchmark, seed and weighting: seconds, rows at
+nothing in the package changes (``--warmup``: the warm-started fit's warm-up, the package's
+100 by default).  Printed per benchmark, seed and weighting: seconds, rows at
 MCSE <= 0.1, and per Kish-ESS group (<= 100, 100-400, > 400) the rows' mean and rms z against
 the brute-force truth and their summed error.
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/weighted_mixture.py
         [--benchmarks rhs_wide_099 logistic_normal] [--seeds 1 2 3] [--powers 0 0.5 1]
+        [--warmup 100 500]
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ def main(argv=None):
     parser.add_argument("--powers", type=float, nargs="+", default=[0.0, 0.5, 1.0],
                         help="a in c_j = exp(a * PSIS elpd_j); 0: the package's mixture")
     parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, nargs="+", default=[None],
+                        help="warm-up iterations of the warm-started fit (default: the "
+                             "package's 100); several: one fit per value")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     import tempfile
@@ -81,13 +86,13 @@ def main(argv=None):
         print(f"== {name}: n = {elpd_psis.size}; PSIS elpd_i from {elpd_psis.min():.2f} to "
               f"{elpd_psis.max():.2f}", flush=True)
         for seed in args.seeds:
-            for a in args.powers:
+            for a, warm in [(a, w) for w in args.warmup for a in args.powers]:
                 log_c = a * elpd_psis
                 log_c -= log_c.max()
                 prog = weighted_program(bench.program, folder, log_c)
                 t0 = time.perf_counter()
                 mix = fit_mixture(prog, bench.draws if bench.draws.method == "mcmc" else None,
-                                  seed=seed, draws=args.draws)
+                                  seed=seed, draws=args.draws, warmup=warm)
                 sec = time.perf_counter() - t0
                 ll = np.asarray(mix.log_lik())
                 est = mixis_loo(ll - log_c)
@@ -104,7 +109,8 @@ def main(argv=None):
                         parts.append(f"Kish {lo}-{hi:g}: {g.sum()} rows, mean z "
                                      f"{z[g].mean():+.2f}, rms z {np.sqrt(np.mean(z[g] ** 2)):.2f},"
                                      f" sum {err[g].sum():+.2f}")
-                print(f"seed {seed}, a = {a:g}: {sec:.1f} s, {ok.sum()} of {ok.size} rows at "
+                wu = "" if warm is None else f", warm-up {warm}"
+                print(f"seed {seed}, a = {a:g}{wu}: {sec:.1f} s, {ok.sum()} of {ok.size} rows at "
                       f"MCSE <= 0.1 (rms z {np.sqrt(np.mean(z[ok] ** 2)):.2f}, mean z "
                       f"{z[ok].mean():+.2f}); " + "; ".join(parts), flush=True)
 
