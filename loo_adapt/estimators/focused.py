@@ -29,7 +29,8 @@ import numpy as np
 
 __all__ = ["FocusedEasyMixIS", "FocusedMixIS", "FOCUS_SEED_OFFSET", "EASY_FOCUS_SHARE",
            "EASY_FOCUS_BUDGET", "EASY_FOCUS_MIN_DRAWS", "DOMINATED_DRAWS", "dominated",
-           "posterior_leapfrog", "posterior_tree_depth"]
+           "posterior_leapfrog", "posterior_tree_depth", "AGAIN_MARGIN", "AGAIN_MIN_DRAWS",
+           "again_draws"]
 
 #: seed of the focused fit: the first mixture fit's seed plus this
 FOCUS_SEED_OFFSET = 7919
@@ -65,6 +66,54 @@ EASY_FOCUS_MIN_DRAWS = 2000
 #: draws are left (logistic_n300; `benchmarks/results/dominated_mixture.txt`), so the rule
 #: changes none of them.
 DOMINATED_DRAWS = 1000.0
+
+
+#: the fit focused on the rows a first focused fit left above the bar draws as many per
+#: chain as bring each of them, by `again_draws`'s prediction, to an MCSE of the bar over
+#: this (and ``MIN_ESS`` times it effective draws); never more than the first fit's
+AGAIN_MARGIN = 1.5
+
+#: fewest draws per chain of that fit
+AGAIN_MIN_DRAWS = 250
+
+
+def again_draws(est, again, draws: int, max_mcse: float) -> int:
+    """Draws per chain of a mixture fit focused on the rows ``again`` of the MixIS fit
+    ``est`` (a `loo_adapt.core.mixis.MixISResult` of a fit of ``draws`` per chain, focused
+    on all its rows), predicted from ``est``.
+
+    Row j's component holds a share exp(-elpd_j) / sum_i exp(-elpd_i) of a mixture's draws,
+    so in a fit over ``again`` alone the share of each of those rows grows by r = (sum over
+    all rows) / (sum over ``again``), its effective draws by about r D / ``draws`` at D draws
+    per chain, and its MCSE falls as their square root.  D is the least that brings every
+    row of ``again`` to an MCSE of ``max_mcse`` / `AGAIN_MARGIN` and to `AGAIN_MARGIN` x
+    ``MIN_ESS`` effective draws (by the chains and by Kish), in hundreds, at least
+    `AGAIN_MIN_DRAWS` and at most ``draws``; ``draws`` when a row's MCSE, ESS or elpd is not
+    finite.
+
+    Examples
+    --------
+    Effective draws ample.  Two rows of equal elpd, one with MCSE 0.12 left above a bar of
+    0.1: its share doubles,
+    so D = 1000 / 2 x (1.5 x 0.12 / 0.1)^2 = 1620, more than 1000: 1000.  With 20 such rows
+    its share grows 20 times: 1000 / 20 x 3.24 = 162, the floor: 250.
+    """
+    from loo_adapt.estimators.mixture_checks import MIN_ESS
+
+    again = np.asarray(again, dtype=bool)
+    elpd = np.asarray(est.elpd_i, dtype=float)
+    mcse = np.asarray(est.mcse_elpd_i, dtype=float)[again]
+    ess = np.fmin(np.asarray(est.ess, dtype=float), np.asarray(est.ess_mcse, dtype=float))
+    ess = ess[again]
+    if not (np.all(np.isfinite(elpd)) and np.all(np.isfinite(mcse))
+            and np.all(np.isfinite(ess)) and np.all(ess > 0) and again.any()):
+        return int(draws)
+    shift = float(np.max(-elpd))
+    r = np.sum(np.exp(-elpd - shift)) / np.sum(np.exp(-elpd[again] - shift))
+    need = max(float(np.max((AGAIN_MARGIN * mcse / max_mcse) ** 2)),
+               float(np.max(AGAIN_MARGIN * MIN_ESS / ess)))
+    d = int(np.ceil(draws * need / r / 100.0)) * 100
+    return int(min(draws, max(AGAIN_MIN_DRAWS, d)))
 
 
 def posterior_tree_depth(draws) -> int | None:
@@ -231,7 +280,9 @@ class FocusedMixIS:
         `loo_adapt.stan.mixis_program.fit_mixture`, 100 iterations after a warm start).
     rounds : fits at most: rows a fit leaves above the bar (with enough draws) get one more
         fit focused on them alone, while they are fewer than the rows of the fit before;
-        its estimates replace the earlier fit's for those rows.  Each fit costs about half
+        its estimates replace the earlier fit's for those rows.  Its draws per chain are
+        `again_draws`: as many as the earlier fit's MCSEs and those rows' larger shares of
+        a fit over them alone say they need, at most the earlier fit's.  Each fit costs about half
         a posterior fit, a refit of a horseshoe row several: on rhs_wide the rows a first
         focused fit left at MCSE 0.10-0.13 went on to refits worth 15-20 posterior fits.
     cap_tree_depth : cap the fit's NUTS tree depth at `posterior_tree_depth` of MCMC
@@ -319,16 +370,25 @@ class FocusedMixIS:
         # fit): one more fit focused on them alone gives each a larger share of its draws
         again = ~ok & (est.n_samples >= MIN_DRAWS) & (not wild)
         if self.rounds > 1 and 0 < again.sum() < rows.size:
-            out = self._again(ctx, out, again)
+            out = self._again(ctx, out, again,
+                              again_draws(est, again, fit.n_samples // fit.n_chains,
+                                          self.max_mcse))
         return out
 
-    def _again(self, ctx, first, again):
+    def _again(self, ctx, first, again, draws):
         """``first`` with the rows ``again`` re-estimated by one more fit focused on them
-        alone (the rows' reasons say what each fit showed)."""
+        alone, of ``draws`` per chain (the rows' reasons say what each fit showed; a note
+        gives the draws when fewer than the first fit's)."""
         from loo_adapt.estimators.base import Estimate
         from loo_adapt.result import add_reason
 
-        second = replace(self, rounds=self.rounds - 1)(ctx, first.rows[again])
+        second = replace(self, rounds=self.rounds - 1, draws=draws)(ctx, first.rows[again])
+        cut = ()
+        if draws < self.draws and second.row_draws is not None:
+            cut = (f"The second mixture fit focused on {_rows(int(again.sum()))} drew {draws} "
+                   f"draws per chain, not {self.draws}: enough, by the first fit's MCSEs and "
+                   "those rows' larger shares of a fit over them alone, for MCSEs of "
+                   f"{self.max_mcse / AGAIN_MARGIN:.3g}",)
         j = np.flatnonzero(again)
         replaced = ("elpd_i", "mcse_elpd_i", "reliable", "diagnostic", "loo_prob",
                     "verified_by")
@@ -353,8 +413,8 @@ class FocusedMixIS:
             self.name, first.rows, merged["elpd_i"], merged["mcse_elpd_i"], merged["reliable"],
             diagnostic=merged["diagnostic"], method="mixis", loo_prob=merged["loo_prob"],
             verified_by=merged["verified_by"], reason=merged["reason"], row_draws=records,
-            notes=tuple(first.notes) + tuple(n for n in second.notes if n not in first.notes),
-            sum_mcse=blocks, block_notes=bound)
+            notes=tuple(first.notes) + tuple(n for n in second.notes if n not in first.notes)
+            + cut, sum_mcse=blocks, block_notes=bound)
 
     def _fit(self, ctx, rows, n):
         """(draws of the focused mixture, "") or (None, why it cannot be fitted); the fit

@@ -62,12 +62,14 @@ class _ExactProgram:
     def __init__(self, y, post_mean, truth, tmp_path, seed):
         self.y, self.post_mean, self.truth, self.seed = y, post_mean, truth, seed
         self.asked = []
+        self.draws_asked = []
         self.stan_file = tmp_path / "exact.stan"
         self.stan_file.write_text("data { int<lower=0> mixis_n_rows; "
                                   "array[mixis_n_rows] int<lower=1> mixis_rows; }")
 
     def fit_mixture(self, posterior, *, rows, seed, chains, draws):
         self.asked.append(np.asarray(rows).tolist())
+        self.draws_asked.append(draws)
         rng = np.random.default_rng(self.seed)
         theta = _chains(self.y, self.post_mean, self.truth, np.asarray(rows), rng)
         return read_dict({"log_lik": stats.norm.logpdf(self.y, theta, SIG)}, method="mcmc")
@@ -165,6 +167,82 @@ def test_rows_left_above_the_bar_get_one_more_fit(tmp_path):
     rms = float(np.sqrt(np.mean(np.square(z))))
     assert 0.8 <= rms <= 1.2, rms
     assert sum(two) > sum(one) + 8 * 8, (one, two)  # 12-19 of 30 verified by one fit here
+
+
+def test_second_round_draws_from_the_first_fits_mcses_and_shares():
+    """`again_draws`, by hand: D = draws / r x max((1.5 MCSE / bar)^2, 1.5 x 100 / ESS),
+    r = sum_all exp(-elpd) / sum_again exp(-elpd), in hundreds, within [250, draws]."""
+    from types import SimpleNamespace
+
+    from loo_adapt.estimators.focused import again_draws
+
+    def est(elpd, mcse, ess=1e4, ess_mcse=1e4):
+        n = len(elpd)
+        return SimpleNamespace(elpd_i=np.array(elpd, float), mcse_elpd_i=np.array(mcse, float),
+                               ess=np.full(n, ess, float), ess_mcse=np.full(n, ess_mcse, float))
+
+    # 10 rows of elpd -1, one (MCSE 0.12) again: r = 10, D = 1000 x 3.24 / 10 = 324 -> 400
+    e = est([-1.0] * 10, [0.12] + [0.05] * 9)
+    again = np.arange(10) == 0
+    assert again_draws(e, again, 1000, 0.1) == 400
+    # the same row carrying half the mass (elpd -1 + log 9): r = 2, D = 1620 -> the cap 1000
+    e2 = est([-1.0 - np.log(9.0)] + [-1.0] * 9, [0.12] + [0.05] * 9)
+    assert again_draws(e2, again, 1000, 0.1) == 1000
+    # 40 equal rows: r = 40, D = 81 -> the floor 250
+    e3 = est([-0.5] * 40, [0.12] + [0.05] * 39)
+    assert again_draws(e3, np.arange(40) == 0, 1000, 0.1) == 250
+    # too few effective draws rules: ESS 60 asks 1.5 x 100 / 60 = 2.5 > 0.81 (MCSE 0.06)
+    e4 = est([-1.0] * 10, [0.06] * 10, ess=60.0)
+    assert again_draws(e4, again, 1000, 0.1) == 300  # 1000 x 2.5 / 10 = 250 -> 300
+    # a row with no finite MCSE: the first fit's draws
+    e5 = est([-1.0] * 10, [np.nan] + [0.05] * 9)
+    assert again_draws(e5, again, 1000, 0.1) == 1000
+
+
+def test_the_second_round_draws_what_its_rows_need_and_holds_its_mcses(tmp_path):
+    """The 30-row focus of the test above at a bar of 0.08, with a program that draws what
+    it is asked: 3-6 rows miss the first fit's bar and hold a small share of its mass, so
+    the second fit is asked for fewer draws per chain than the first's 1000 and a note gives
+    them; over replicates the rows it re-estimates reach the bar and their closed-form LOO
+    densities lie within their MCSEs (rms z in [0.8, 1.25])."""
+
+    class Honest(_ExactProgram):  # draws as many per chain as asked
+        def fit_mixture(self, posterior, *, rows, seed, chains, draws):
+            self.asked.append(np.asarray(rows).tolist())
+            self.draws_asked.append(draws)
+            rng = np.random.default_rng(self.seed + len(self.asked))
+            theta = _chains(self.y, self.post_mean, self.truth, np.asarray(rows), rng,
+                            chains=chains, draws=draws)
+            return read_dict({"log_lik": stats.norm.logpdf(self.y, theta, SIG)},
+                             method="mcmc")
+
+    y, post_mean, truth = _problem()
+    rng = np.random.default_rng(2)
+    rows = np.argsort(np.abs(y))[:30]
+    theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, y.size))
+    posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
+    z, cut, reached, again = [], [], 0, 0
+    for rep in range(12):
+        prog = Honest(y, post_mean, truth, tmp_path, seed=300 + rep)
+        est = FocusedMixIS(max_mcse=0.08)(_ctx(posterior, prog, seed=rep), rows)
+        if len(prog.asked) < 2:
+            continue
+        assert prog.draws_asked[0] == 1000 and 250 <= prog.draws_asked[1] <= 1000
+        second = np.isin(rows, prog.asked[1])
+        again += int(second.sum())
+        reached += int(est.reliable[second].sum())
+        z.extend((est.elpd_i[second] - truth[rows[second]]) / est.mcse_elpd_i[second])
+        if prog.draws_asked[1] < 1000:
+            cut.append(prog.draws_asked[1])
+            note = [n for n in est.notes if n.startswith("The second mixture fit focused")]
+            assert note == [f"The second mixture fit focused on {second.sum()} rows drew "
+                            f"{prog.draws_asked[1]} draws per chain, not 1000: enough, by "
+                            "the first fit's MCSEs and those rows' larger shares of a fit over "
+                            "them alone, for MCSEs of 0.0533"]
+    assert len(cut) >= 6, cut
+    assert reached >= 0.9 * again, (reached, again)
+    rms = float(np.sqrt(np.mean(np.square(z))))
+    assert 0.8 <= rms <= 1.25, (rms, len(z))
 
 
 def test_a_failed_second_fit_keeps_the_first_fits_estimates(tmp_path):
