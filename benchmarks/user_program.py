@@ -10,7 +10,7 @@ error, and the verified rows' rms z.
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/user_program.py
         [--benchmarks rhs_microarray_next ...] [--seeds 11] [--easy-budgets 1 1e9]
-        [--worst 4]
+        [--worst 4] [--again-margins 1e9 1.5]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import loo_adapt  # noqa: E402
 from loo_adapt.estimators import focused  # noqa: E402
 
 DEFAULT_BUDGET = focused.EASY_FOCUS_BUDGET
+DEFAULT_MARGIN = focused.AGAIN_MARGIN
 
 #: the user's program: every benchmark it runs on is a horseshoe logistic regression
 PROGRAM = """// a user's horseshoe logistic regression, written the usual way
@@ -94,10 +95,15 @@ def main(argv=None):
                         help="run loo() on each fit once per value of the easy-row focus's "
                         "leapfrog budget (focused.EASY_FOCUS_BUDGET, in posterior fits; a "
                         "large value: the 4 x 4000 draws it had before), an A/B on one fit")
+    parser.add_argument("--again-margins", type=float, nargs="+", default=None,
+                        help="run loo() on each fit once per value of focused.AGAIN_MARGIN "
+                        "(the second focused round's draws; a large value: the first "
+                        "round's 1000, as before), an A/B on one fit")
     parser.add_argument("--worst", type=int, default=0,
                         help="also print the rows with the k most negative and positive errors")
     args = parser.parse_args(argv)
     budgets = args.easy_budgets or [focused.EASY_FOCUS_BUDGET]
+    margins = args.again_margins or [focused.AGAIN_MARGIN]
     suite = suite_module()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "my_horseshoe.stan"
@@ -114,13 +120,17 @@ def main(argv=None):
                 fit = program.fit(seed=seed)
                 t_fit = time.perf_counter() - t0
                 for budget in budgets:
-                    _run(name, seed, program, fit, t_fit, truth, idx, budget,
-                         len(budgets) > 1, args.worst)
+                    for margin in margins:
+                        _run(name, seed, program, fit, t_fit, truth, idx, budget,
+                             len(budgets) > 1, args.worst, margin, len(margins) > 1)
 
 
-def _run(name, seed, program, fit, t_fit, truth, idx, budget, say_budget, worst):
-    """One loo() call with the easy-row focus's budget at ``budget``, printed."""
+def _run(name, seed, program, fit, t_fit, truth, idx, budget, say_budget, worst,
+         margin=DEFAULT_MARGIN, say_margin=False):
+    """One loo() call with the easy-row focus's budget at ``budget`` and the second focused
+    round's margin at ``margin``, printed."""
     focused.EASY_FOCUS_BUDGET = budget
+    focused.AGAIN_MARGIN = margin
     try:
         t0 = time.perf_counter()
         with warnings.catch_warnings():
@@ -129,8 +139,10 @@ def _run(name, seed, program, fit, t_fit, truth, idx, budget, say_budget, worst)
         t_loo = time.perf_counter() - t0
     finally:
         focused.EASY_FOCUS_BUDGET = DEFAULT_BUDGET
+        focused.AGAIN_MARGIN = DEFAULT_MARGIN
     r = res.loo_adapt
     label = f" (easy-row budget {budget:g})" if say_budget else ""
+    label += f" (second-round margin {margin:g})" if say_margin else ""
     err = r.elpd_i[idx] - truth[:, 1]
     z = calibration_z(r.elpd_i[idx], r.mcse_elpd_i[idx], truth[:, 1], truth[:, 2])
     ver = np.asarray(r.reliable, dtype=bool)[idx]
@@ -176,7 +188,7 @@ def _nuts(fit, r):
         depth = np.mean(st["treedepth__"], axis=1)
         steps = np.mean(st["n_leapfrog__"], axis=1)
         out.append(f"{label}: " + " ".join(f"{a:.1f}/{b:.0f}" for a, b in zip(depth, steps)))
-    return out + [t for t in r.notes if "draws per chain, not" in str(t)]
+    return out + [t for t in r.notes if "draws per chain, not" in str(t)]  # the cuts
 
 
 if __name__ == "__main__":
