@@ -93,10 +93,9 @@ def again_draws(est, again, draws: int, max_mcse: float) -> int:
 
     Examples
     --------
-    Effective draws ample.  Two rows of equal elpd, one with MCSE 0.12 left above a bar of
-    0.1: its share doubles,
-    so D = 1000 / 2 x (1.5 x 0.12 / 0.1)^2 = 1620, more than 1000: 1000.  With 20 such rows
-    its share grows 20 times: 1000 / 20 x 3.24 = 162, the floor: 250.
+    With effective draws ample: of two rows of equal elpd, one left above a bar of 0.1 at
+    MCSE 0.12 doubles its share, so D = 1000 / 2 x (1.5 x 0.12 / 0.1)^2 = 1620, above 1000:
+    1000.  Of 20 such rows, its share grows 20 times: 1000 / 20 x 3.24 = 162, the floor 250.
     """
     from loo_adapt.estimators.mixture_checks import MIN_ESS
 
@@ -280,11 +279,12 @@ class FocusedMixIS:
         `loo_adapt.stan.mixis_program.fit_mixture`, 100 iterations after a warm start).
     rounds : fits at most: rows a fit leaves above the bar (with enough draws) get one more
         fit focused on them alone, while they are fewer than the rows of the fit before;
-        its estimates replace the earlier fit's for those rows.  Its draws per chain are
-        `again_draws`: as many as the earlier fit's MCSEs and those rows' larger shares of
-        a fit over them alone say they need, at most the earlier fit's.  Each fit costs about half
-        a posterior fit, a refit of a horseshoe row several: on rhs_wide the rows a first
-        focused fit left at MCSE 0.10-0.13 went on to refits worth 15-20 posterior fits.
+        its estimates replace the earlier fit's for those rows, and its draws per chain
+        are `again_draws` (what the earlier fit's MCSEs and those rows' larger shares of a
+        fit over them alone say they need, at most the earlier fit's).  Each fit costs about
+        half a posterior fit, a refit of a horseshoe row several: on rhs_wide the rows a
+        first focused fit left at MCSE 0.10-0.13 went on to refits worth 15-20 posterior
+        fits.
     cap_tree_depth : cap the fit's NUTS tree depth at `posterior_tree_depth` of MCMC
         posterior draws (False here: the rows above the bar have leave-one-out posteriors
         far from the posterior, whose trajectories may need the length; `FocusedEasyMixIS`
@@ -386,9 +386,9 @@ class FocusedMixIS:
         cut = ()
         if draws < self.draws and second.row_draws is not None:
             cut = (f"The second mixture fit focused on {_rows(int(again.sum()))} drew {draws} "
-                   f"draws per chain, not {self.draws}: enough, by the first fit's MCSEs and "
-                   "those rows' larger shares of a fit over them alone, for MCSEs of "
-                   f"{self.max_mcse / AGAIN_MARGIN:.3g}",)
+                   f"draws per chain, not {self.draws}: by the first fit's MCSEs and those "
+                   "rows' larger shares of a fit over them alone, enough for MCSEs of "
+                   f"{self.max_mcse / AGAIN_MARGIN:.3g} (each row is verified by its own)",)
         j = np.flatnonzero(again)
         replaced = ("elpd_i", "mcse_elpd_i", "reliable", "diagnostic", "loo_prob",
                     "verified_by")
