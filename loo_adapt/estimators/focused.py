@@ -91,6 +91,19 @@ def again_draws(est, again, draws: int, max_mcse: float) -> int:
     `AGAIN_MIN_DRAWS` and at most ``draws``; ``draws`` when a row's MCSE, ESS or elpd is not
     finite.
 
+    Parameters
+    ----------
+    est : the first fit's MixIS result over its rows (``elpd_i``, ``mcse_elpd_i``, ``ess``,
+        ``ess_mcse``).
+    again : bool mask over those rows: the rows the next fit focuses on.
+    draws : the first fit's draws per chain (the most the next fit draws).
+    max_mcse : the MCSE bar.
+
+    Returns
+    -------
+    int
+        Draws per chain of the next fit.
+
     Examples
     --------
     With effective draws ample: of two rows of equal elpd, one left above a bar of 0.1 at
