@@ -56,22 +56,22 @@ def main(argv=None):
             mix, _ = mixture_fit(bench, seed)
             full = mixis_loo(mix.log_lik())
             pick = full.ess > 400 if args.rows == "easy" else full.mcse_elpd_i > 0.1
-            easy = [int(i) for i in np.flatnonzero(pick) if int(i) in pos]
-            t = truth[[pos[i] for i in easy]]
+            picked = [int(i) for i in np.flatnonzero(pick) if int(i) in pos]
+            t = truth[[pos[i] for i in picked]]
             for depth in (None, cap):
                 kw = {} if depth is None else {"max_treedepth": depth}
                 t0 = time.perf_counter()
-                fit = bench.program.fit_mixture(bench.draws, seed=100 + seed, rows=easy,
+                fit = bench.program.fit_mixture(bench.draws, seed=100 + seed, rows=picked,
                                                 draws=draws, **kw)
                 sec = time.perf_counter() - t0
                 ss = fit.sample_stats
                 leap = np.asarray(ss["n_leapfrog__"]).mean(axis=1)
                 step = np.asarray(ss["stepsize__"]).mean(axis=1)
-                est = mixis_loo(np.asarray(fit.log_lik())[..., easy])
+                est = mixis_loo(np.asarray(fit.log_lik())[..., picked])
                 z = calibration_z(est.elpd_i, est.mcse_elpd_i, t[:, 1], t[:, 2])
                 bar = (f"; {int(np.sum(est.mcse_elpd_i <= 0.1))} at MCSE <= 0.1"
                        if args.rows == "hard" else "")
-                print(f"seed {seed}, {len(easy)} {args.rows} rows, tree depth "
+                print(f"seed {seed}, {len(picked)} {args.rows} rows, tree depth "
                       f"{'program' if depth is None else f'capped at {depth}'}: {sec:.1f} s; "
                       f"leapfrog steps per chain {np.round(leap).astype(int).tolist()}, step "
                       f"{np.round(step, 4).tolist()}; divergent "

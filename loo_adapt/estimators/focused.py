@@ -383,23 +383,23 @@ class FocusedMixIS:
         # fit): one more fit focused on them alone gives each a larger share of its draws
         again = ~ok & (est.n_samples >= MIN_DRAWS) & (not wild)
         if self.rounds > 1 and 0 < again.sum() < rows.size:
+            per_chain = fit.n_samples // fit.n_chains
             out = self._again(ctx, out, again,
-                              again_draws(est, again, fit.n_samples // fit.n_chains,
-                                          self.max_mcse))
+                              again_draws(est, again, per_chain, self.max_mcse), per_chain)
         return out
 
-    def _again(self, ctx, first, again, draws):
-        """``first`` with the rows ``again`` re-estimated by one more fit focused on them
-        alone, of ``draws`` per chain (the rows' reasons say what each fit showed; a note
-        gives the draws when fewer than the first fit's)."""
+    def _again(self, ctx, first, again, draws, first_draws):
+        """``first`` (of a fit of ``first_draws`` per chain) with the rows ``again``
+        re-estimated by one more fit focused on them alone, of ``draws`` per chain (the rows'
+        reasons say what each fit showed; a note gives the draws when fewer)."""
         from loo_adapt.estimators.base import Estimate
         from loo_adapt.result import add_reason
 
         second = replace(self, rounds=self.rounds - 1, draws=draws)(ctx, first.rows[again])
         cut = ()
-        if draws < self.draws and second.row_draws is not None:
+        if draws < first_draws and second.row_draws is not None:
             cut = (f"The second mixture fit focused on {_rows(int(again.sum()))} drew {draws} "
-                   f"draws per chain, not {self.draws}: by the first fit's MCSEs and those "
+                   f"draws per chain, not {first_draws}: by the first fit's MCSEs and those "
                    "rows' larger shares of a fit over them alone, enough for MCSEs of "
                    f"{self.max_mcse / AGAIN_MARGIN:.3g} (each row is verified by its own)",)
         j = np.flatnonzero(again)
