@@ -618,19 +618,33 @@ def _mark_disagreeing(result, rows, rhat):
     return dataclasses.replace(result, reliable=reliable, verified_by=verified, reason=reason)
 
 
-def _warn_disagreeing(rows, rhat, var_name) -> None:
+def _warn_disagreeing(rows, rhat, var_name, reliable) -> None:
+    """One warning naming the rows whose posterior chains disagree, and saying which of them
+    still have no verified estimate (``reliable`` after the fold) and which a verification
+    independent of those draws (MixIS on its own mixture draws, a refit) covers."""
     import warnings
 
     from loo_adapt.result import observation_label
 
+    name = var_name or "log_lik"
     worst = float(np.nanmax(rhat[rows])) if np.isfinite(rhat[rows]).any() else float("nan")
+    left = rows[~np.asarray(reliable, dtype=bool)[rows]]
+    if left.size == rows.size:
+        fate = ("no PSIS or adapted estimate of them is verified: run the chains longer, "
+                "check the sampler, or refit them (fallback=('refit',))")
+    elif left.size:
+        fate = (f"{rows.size - left.size} of them are verified independently of the posterior "
+                f"draws (MixIS on its own mixture draws, or a refit); "
+                f"{observation_label(left, name, limit=100)} have no verified estimate: run "
+                "the chains longer, check the sampler, or refit them (fallback=('refit',))")
+    else:
+        fate = ("each is verified independently of the posterior draws (MixIS on its own "
+                "mixture draws, or a refit), but the posterior fit's chains have not mixed on "
+                "them: run them longer or check the sampler")
     warnings.warn(
         f"the chains disagree on the log-likelihood of {rows.size} observation(s) "
         f"(rank-normalised split R-hat > 1.01, largest {worst:.3g}, or a chain stuck at one "
-        "value; Vehtari et al. 2021): "
-        f"{observation_label(rows, var_name or 'log_lik', limit=100)}; no PSIS or adapted "
-        "estimate of them is verified: run the chains longer, check the sampler, or refit "
-        "them (fallback=('refit',))",
+        f"value; Vehtari et al. 2021): {observation_label(rows, name, limit=100)}; {fate}",
         UserWarning, stacklevel=4)
 
 
@@ -662,5 +676,5 @@ def run_stages(ctx: Context, result, stages) -> Any:
             result.history[-1]["seconds"] = time.perf_counter() - t0
     if flagged is not None and flagged[0].size:
         result = _mark_disagreeing(result, *flagged)
-        _warn_disagreeing(flagged[0], flagged[1], ctx.var_name)
+        _warn_disagreeing(flagged[0], flagged[1], ctx.var_name, result.reliable)
     return result

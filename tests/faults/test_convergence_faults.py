@@ -52,13 +52,37 @@ def test_a_refit_still_verifies_a_row_whose_chains_disagree():
     """A refit does not use the posterior draws: its rows are reliable; the rest are not."""
     ll = healthy()
     ll[2] = ll[2, 0]
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning) as caught:
         res = loo_adapt.loo(ll, fallback=("refit",), refit_kwargs={
             "refit_fn": lambda i: np.full((2, 100), -1.0), "n_jobs": 1, "progress": False,
             "max_refits": 3})
     pw = res.loo_adapt
     assert pw.reliable.sum() == 3 and (pw.verified_by[pw.reliable] == "refit").all()
     assert np.all(pw.elpd_i[pw.reliable] == -1.0)
+    # the warning says which of the flagged rows the refits cover and names the others
+    text = next(str(w.message) for w in caught if "chains disagree" in str(w.message))
+    assert "3 of them are verified independently of the posterior draws" in text
+    left = np.flatnonzero(~pw.reliable)
+    assert left.size == 17
+    tail = text.split("have no verified estimate")[0].split("; ")[-1]
+    assert all(f"{j} (log_lik[{j + 1}])" in tail for j in left)
+    assert not any(f"{j} (log_lik[{j + 1}])" in tail for j in np.flatnonzero(pw.reliable))
+
+
+def test_rows_mixis_verifies_are_not_called_unverified_in_the_warning():
+    """With every flagged row verified on draws of its own (a refit of each), the warning
+    still names them (the posterior's chains did not mix) but no longer says they are
+    unverified."""
+    ll = healthy(n=6)
+    ll[2] = ll[2, 0]
+    with pytest.warns(UserWarning) as caught:
+        res = loo_adapt.loo(ll, fallback=("refit",), refit_kwargs={
+            "refit_fn": lambda i: np.full((2, 100), -1.0), "n_jobs": 1, "progress": False})
+    assert res.loo_adapt.reliable.all()
+    text = next(str(w.message) for w in caught if "chains disagree" in str(w.message))
+    assert "of 6 observation(s)" in text
+    assert "each is verified independently of the posterior draws" in text
+    assert "no verified estimate" not in text and "no PSIS or adapted" not in text
 
 
 def test_healthy_chains_give_no_convergence_warning():
