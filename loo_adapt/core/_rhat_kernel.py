@@ -113,22 +113,29 @@ def _rhat_stuck_column(vals, table, n_chains, h):  # pragma: no cover - compiled
 
 
 # ---- a screen that shows most columns' R-hat below the threshold without sorting -------
-#: buckets of the screen (a column's draws are split into this many value ranges; on the
-#: 4 x 1000 x 10000 columns of bench_loo_call, 256 to 2048 screened every column, 2048 in
-#: 15% more time than 1024; the screen test's mixed columns pass with 1024)
-_SCREEN_BUCKETS = 1024
+#: buckets of the screen, coarse then fine (a column's draws are split into this many value
+#: ranges).  The coarse tier shows 99-100 % of well-mixed normal columns below the
+#: threshold from 4 chains of 400 draws up (256 buckets: 58 % at 4 x 400, 96 % at 4 x 1000)
+#: and costs what 256 do (its per-chain histograms fit in L1; 1024 take a third more time);
+#: a column it cannot show goes to the fine tier (the screen test's mixed columns pass with
+#: 1024), then to the exact R-hat
+_SCREEN_TIERS = (512, 1024)
+_SCREEN_BUCKETS = _SCREEN_TIERS[-1]
 #: most draws sharing the median's buckets that the screen sorts to find the median
 _SCREEN_MEDIAN = 256
-#: interleaved partial histograms: consecutive draws of a chain can fall in one bucket,
-#: and one counter would serialise their increments (store-to-load latency)
-_LANES = 4
+#: interleaved partial histograms per split chain (even and odd draws): consecutive draws
+#: of a chain can fall in one bucket, and one counter would serialise their increments
+#: (store-to-load latency)
+_LANES = 2
 
 
 @njit(cache=True)
-def _buckets(levels, lo, hi, nb, count, lanes):  # pragma: no cover - compiled
+def _buckets(levels, lo, hi, nb, k, h, count, lanes):  # pragma: no cover - compiled
     """Replace integer ``levels`` (non-decreasing in the values they stand for, between
-    ``lo`` and ``hi``) by bucket indices in [0, nb), dividing [lo, hi] evenly; ``count``
-    gets each bucket's size.  False when lo == hi (all levels equal)."""
+    ``lo`` and ``hi``; k split chains of h draws, chain-major) by bucket indices in
+    [0, nb), dividing [lo, hi] evenly; ``lanes[l, c, b]`` gets the number of draws of split
+    chain c (even draws l = 0, odd l = 1) in bucket b (``lanes`` flat, `_lanes_view`),
+    ``count[b]`` the bucket's size.  False when lo == hi (all levels equal)."""
     if lo == hi:
         return False
     d = np.uint64(hi - lo)
@@ -138,34 +145,66 @@ def _buckets(levels, lo, hi, nb, count, lanes):  # pragma: no cover - compiled
     n = levels.size
     for i in range(n):  # vectorised
         levels[i] = np.int64(np.uint64(levels[i] - lo) >> s)
-    lanes[:] = 0
-    n4 = n - n % _LANES
-    for i in range(0, n4, _LANES):
-        lanes[levels[i]] += 1
-        lanes[nb + levels[i + 1]] += 1
-        lanes[2 * nb + levels[i + 2]] += 1
-        lanes[3 * nb + levels[i + 3]] += 1
-    for i in range(n4, n):
-        lanes[levels[i]] += 1
+    lv = _lanes_view(lanes, k, nb)
+    lv[:] = 0
+    even = lv[0]
+    odd = lv[1]
+    h2 = h - h % 2
+    for c in range(k):
+        base = c * h
+        ev = even[c]
+        od = odd[c]
+        for t in range(base, base + h2, 2):
+            ev[levels[t]] += 1
+            od[levels[t + 1]] += 1
+        if h2 < h:
+            ev[levels[base + h - 1]] += 1
     for b in range(nb):
-        count[b] = lanes[b] + lanes[nb + b] + lanes[2 * nb + b] + lanes[3 * nb + b]
+        count[b] = 0
+    for c in range(k):
+        for b in range(nb):  # vectorised
+            count[b] += even[c, b] + odd[c, b]
     return True
 
 
 @njit(cache=True)
-def _below_threshold(bidx, count, table, k, h, ratio, glo, ghi):  # pragma: no cover
+def _lanes_view(lanes, k, nb):  # pragma: no cover - compiled
+    """The flat histogram buffer ``lanes`` as (lanes, k split chains, nb buckets), packed:
+    the coarse tier's counters stay together in L1."""
+    return lanes[:_LANES * k * nb].reshape((_LANES, k, nb))
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def _chain_bound_sums(lv, c, nb, glo, ghi):  # pragma: no cover - compiled
+    """(sum_b n_cb glo[b], sum_b n_cb ghi[b]) over the buckets of split chain c, its counts
+    n_cb from the two lanes of ``lv`` (`_lanes_view`); reassociated so that LLVM vectorises
+    it."""
+    ev = lv[0, c]
+    od = lv[1, c]
+    lo = 0.0
+    hi = 0.0
+    for b in range(nb):
+        w = np.float64(ev[b] + od[b])
+        lo += w * glo[b]
+        hi += w * ghi[b]
+    return lo, hi
+
+
+@njit(cache=True)
+def _below_threshold(count, lanes, nb, n, table, k, h, ratio, glo,
+                     ghi):  # pragma: no cover - compiled
     """True when the split R-hat of the draws' normal scores is shown <= the threshold
     (``ratio``: the largest between / within variance it allows) from rank intervals: a draw
     in bucket b has an average rank within that bucket's ranks, so its Blom score within
-    [glo[b], ghi[b]].  Chain means m_c then lie in [L_c, U_c]; ``between`` is at most
-    h / (k - 1) sum max((L_c - a)^2, (U_c - a)^2) for any a, and k (h - 1) ``within`` =
-    sum z^2 - h sum m_c^2 is at least sum_b count_b min z^2 - h sum max(L_c^2, U_c^2).
-    The sums run in a different order than the exact R-hat's; the comparison keeps a
-    relative margin of 1e-9, far above their rounding."""
+    [glo[b], ghi[b]].  Chain means m_c then lie in [L_c, U_c] (from each split chain's
+    bucket counts, `_buckets`' ``lanes``); ``between`` is at most h / (k - 1) sum max((L_c -
+    a)^2, (U_c - a)^2) for any a, and k (h - 1) ``within`` = sum z^2 - h sum m_c^2 is at
+    least sum_b count_b min z^2 - h sum max(L_c^2, U_c^2).  The sums run in a different
+    order than the exact R-hat's; the comparison keeps a relative margin of 1e-9, far above
+    their rounding."""
     below = 0
     sq = 0.0
-    n = bidx.size
-    for b in range(count.size):  # branch-free (empty buckets: in-range garbage, weight 0)
+    for b in range(nb):  # branch-free (empty buckets: in-range garbage, weight 0)
         c = count[b]
         lo = table[2 * min(below + 1, n)]
         hi = table[2 * max(below + c, 1)]
@@ -175,27 +214,11 @@ def _below_threshold(bidx, count, table, k, h, ratio, glo, ghi):  # pragma: no c
         below += c
     low = np.empty(k)
     up = np.empty(k)
-    h4 = h - h % 4
+    lv = _lanes_view(lanes, k, nb)
     for c in range(k):
-        # four partial sums each: the adds of one chain do not wait on each other
-        l0 = l1 = l2 = l3 = 0.0
-        u0 = u1 = u2 = u3 = 0.0
-        base = c * h
-        for t in range(base, base + h4, 4):
-            b0, b1, b2, b3 = bidx[t], bidx[t + 1], bidx[t + 2], bidx[t + 3]
-            l0 += glo[b0]
-            l1 += glo[b1]
-            l2 += glo[b2]
-            l3 += glo[b3]
-            u0 += ghi[b0]
-            u1 += ghi[b1]
-            u2 += ghi[b2]
-            u3 += ghi[b3]
-        for t in range(base + h4, base + h):
-            l0 += glo[bidx[t]]
-            u0 += ghi[bidx[t]]
-        low[c] = ((l0 + l1) + (l2 + l3)) / h
-        up[c] = ((u0 + u1) + (u2 + u3)) / h
+        s_lo, s_hi = _chain_bound_sums(lv, c, nb, glo, ghi)
+        low[c] = s_lo / h
+        up[c] = s_hi / h
     within = sq
     for c in range(k):
         within -= h * max(low[c] ** 2, up[c] ** 2)
@@ -218,25 +241,22 @@ def _level(v, e):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _screen_column(x, lo, hi, k, h, table, ratio, bidx, count, glo, ghi, mid,
-                   lanes):  # pragma: no cover - compiled
-    """True when the rank R-hat (bulk and folded) of one split column ``x`` (k chains x h,
-    no -0.0; ``lo`` <= its values <= ``hi``) is shown <= the threshold without sorting;
-    False means "not shown" (the exact R-hat decides).  The folded draws use the exact
-    median, found by sorting the few draws in the middle ranks' buckets (as many as
-    ``_SCREEN_MEDIAN``, else not shown)."""
+def _screen_bulk(x, e, lv_lo, lv_hi, nb, k, h, table, ratio, bidx, count, glo, ghi,
+                 lanes):  # pragma: no cover - compiled
+    """The bulk half of `_screen_column` with ``nb`` buckets: ``bidx`` leaves with each
+    draw's bucket and ``count`` with the buckets' sizes (used for the median)."""
     n = x.size
-    nb = count.size
-    # levels: magnitudes 2^-30 below the largest share level 0 when x has both signs
-    e = np.int64(0)
-    if lo < 0.0 < hi:
-        e = _bits(max(-lo, hi) * 2.0 ** -30)
     for i in range(n):  # vectorised
         bidx[i] = _level(x[i], e)
-    if not _buckets(bidx, _level(lo, e), _level(hi, e), nb, count, lanes):
+    if not _buckets(bidx, lv_lo, lv_hi, nb, k, h, count, lanes):
         return False
-    if not _below_threshold(bidx, count, table, k, h, ratio, glo, ghi):
-        return False
+    return _below_threshold(count, lanes, nb, n, table, k, h, ratio, glo, ghi)
+
+
+@njit(cache=True)
+def _median_buckets(count, nb, n):  # pragma: no cover - compiled
+    """(first bucket, last bucket, ranks before the first, draws in them) of the buckets
+    that hold the median's ranks."""
     p2 = n // 2
     p1 = p2 - 1 if n % 2 == 0 else p2
     below = 0
@@ -254,8 +274,39 @@ def _screen_column(x, lo, hi, k, h, table, ratio, bidx, count, glo, ghi, mid,
             size = below + c - start
             break
         below += c
-    if size > _SCREEN_MEDIAN:
+    return b1, b2, start, size
+
+
+@njit(cache=True)
+def _screen_column(x, lo, hi, k, h, table, ratio, bidx, count, glo, ghi, mid,
+                   lanes):  # pragma: no cover - compiled
+    """True when the rank R-hat (bulk and folded) of one split column ``x`` (k chains x h,
+    no -0.0; ``lo`` <= its values <= ``hi``) is shown <= the threshold without sorting;
+    False means "not shown" (the exact R-hat decides).  Each half tries the coarse tier of
+    buckets first, then the fine one.  The folded draws use the exact median, found by
+    sorting the few draws in the middle ranks' buckets (as many as ``_SCREEN_MEDIAN``, else
+    the fine tier's, else not shown)."""
+    n = x.size
+    # levels: magnitudes 2^-30 below the largest share level 0 when x has both signs
+    e = np.int64(0)
+    if lo < 0.0 < hi:
+        e = _bits(max(-lo, hi) * 2.0 ** -30)
+    lv_lo = _level(lo, e)
+    lv_hi = _level(hi, e)
+    nb = 0
+    size = _SCREEN_MEDIAN + 1
+    b1 = b2 = start = 0
+    for tier in _SCREEN_TIERS:
+        if size <= _SCREEN_MEDIAN:
+            break
+        if _screen_bulk(x, e, lv_lo, lv_hi, tier, k, h, table, ratio, bidx, count, glo, ghi,
+                        lanes):
+            nb = tier
+            b1, b2, start, size = _median_buckets(count, nb, n)
+    if nb == 0 or size > _SCREEN_MEDIAN:
         return False
+    p2 = n // 2
+    p1 = p2 - 1 if n % 2 == 0 else p2
     width = np.uint64(b2 - b1)
     j = 0
     for i in range(n):  # branch-free: write every draw, advance past those kept
@@ -271,9 +322,15 @@ def _screen_column(x, lo, hi, k, h, table, ratio, bidx, count, glo, ghi, mid,
         bidx[i] = f
         f_lo = min(f_lo, f)
         f_hi = max(f_hi, f)
-    if not _buckets(bidx, f_lo, f_hi, nb, count, lanes):
-        return False
-    return _below_threshold(bidx, count, table, k, h, ratio, glo, ghi)
+    for tier in _SCREEN_TIERS:
+        if tier != _SCREEN_TIERS[0]:  # the coarse tier replaced the levels by its buckets
+            for i in range(n):  # vectorised
+                bidx[i] = _bits(abs(x[i] - med))
+        if not _buckets(bidx, f_lo, f_hi, tier, k, h, count, lanes):
+            return False
+        if _below_threshold(count, lanes, tier, n, table, k, h, ratio, glo, ghi):
+            return True
+    return False
 
 
 def screen_ratio(n_half: int, max_rhat: float) -> float:
@@ -283,13 +340,14 @@ def screen_ratio(n_half: int, max_rhat: float) -> float:
 
 
 @njit(cache=True)
-def _screen_scratch(n):  # pragma: no cover - compiled
-    """Scratch arrays of `_rhat_column` for columns of ``n`` split draws (one set per
-    thread's share of columns): bucket indices, bucket counts, score bounds, mid draws,
-    partial histograms (empty for ``n`` = 0: a caller that runs no R-hat)."""
+def _screen_scratch(n, k):  # pragma: no cover - compiled
+    """Scratch arrays of `_rhat_column` for columns of ``n`` draws in ``k`` split chains
+    (one set per thread's share of columns): bucket indices, bucket counts, score bounds,
+    mid draws, the split chains' partial histograms (empty for ``n`` = 0: a caller that runs
+    no R-hat)."""
     nb = _SCREEN_BUCKETS if n > 0 else 0
     return (np.empty(n, np.int64), np.empty(nb, np.int64), np.empty(nb), np.empty(nb),
-            np.empty(n + 1), np.empty(_LANES * nb, np.int32))
+            np.empty(n + 1), np.empty(_LANES * k * nb, np.int32))
 
 
 @njit(cache=True)

@@ -255,7 +255,7 @@ def _rhat_stuck_kernel(a, table, rhat, stuck, ratio):  # pragma: no cover - comp
         buf = np.empty((m, n))
         lo = np.empty((n_chains, m))
         hi = np.empty((n_chains, m))
-        scratch = _screen_scratch(n)
+        scratch = _screen_scratch(n, 2 * n_chains)
         for c in range(n_chains):
             for q in range(m):
                 lo[c, q] = a[c, 0, j0 + q]

@@ -345,7 +345,8 @@ def _rhat_scratch(n_chains, n_draws, check):  # pragma: no cover - compiled
     of columns; empty without ``check``): the split draws of odd-length chains, and the
     screen's arrays."""
     n_split = 2 * n_chains * (n_draws // 2) if check else 0
-    return (np.empty(n_split if n_draws % 2 == 1 else 0), _screen_scratch(n_split))
+    return (np.empty(n_split if n_draws % 2 == 1 else 0),
+            _screen_scratch(n_split, 2 * n_chains))
 
 
 def _direct_params(n_chains: int, n_draws: int, rhat_at: float | None):

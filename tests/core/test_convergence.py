@@ -94,6 +94,46 @@ def test_screen_flags_the_same_columns_as_arviz(monkeypatch, chains):
     assert shown[3 * m:].any()  # and columns near the threshold
 
 
+def test_screen_tiers_fine_buckets_where_coarse_ones_cannot_show(monkeypatch):
+    """The screen tries its coarse buckets first and the fine ones where those cannot show
+    R-hat <= 1.01 (short chains: 4 x 250 well-mixed normal draws).  Columns of both kinds
+    occur here, and every verdict is arviz's: the flagged columns exactly arviz's, a NaN
+    (shown by the screen, coarse or fine) only where arviz's R-hat is <= 1.01."""
+    from loo_adapt.core import _rhat_kernel as rk
+    from loo_adapt.core.ess import _direct_params
+
+    monkeypatch.setattr(cv, "use_numba", lambda *a: True)
+    rng = np.random.default_rng(21)
+    chains, d, m = 4, 250, 120
+    x = rng.normal(size=(chains, d, m))
+    x[0] += np.linspace(0.0, 0.3, m)  # from mixed to a chain apart
+    coarse, fine = rk._SCREEN_TIERS
+    _, _, ratio, table = _direct_params(chains, d, 1.01)
+    k, h = 2 * chains, d // 2
+    scratch = rk._screen_scratch(k * h, k)
+    bidx, count, glo, ghi, _, lanes = scratch
+
+    def bulk(col, nb):
+        lo, hi = col.min(), col.max()
+        e = np.int64(0)
+        if lo < 0.0 < hi:
+            e = np.array([max(-lo, hi) * 2.0 ** -30]).view(np.int64)[0]
+        return rk._screen_bulk(col, e, rk._level(lo, e), rk._level(hi, e), nb, k, h, table,
+                               ratio, bidx, count, glo, ghi, lanes)
+
+    split = [np.ascontiguousarray(x[:, :, j]).reshape(-1) + 0.0 for j in range(m)]
+    needs_fine = [j for j in range(m) if not bulk(split[j], coarse) and bulk(split[j], fine)]
+    bad, rhat = cv.disagreeing_columns(x, all_rhat=False)
+    want = np.array([az.rhat(x[:, :, j], method="rank") for j in range(m)])
+    assert bad.tolist() == (want > 1.01).tolist()
+    shown = np.isnan(rhat)
+    np.testing.assert_allclose(rhat[~shown], want[~shown], rtol=1e-12)
+    assert np.all(want[shown] <= 1.01)
+    assert len(needs_fine) >= 3  # the fine tier is exercised ...
+    assert shown[needs_fine].any()  # ... and shows columns the coarse one could not
+    assert shown.sum() > len(needs_fine) and bad.any()
+
+
 def test_screen_with_extremes_outside_the_split_draws(monkeypatch):
     """Odd chains: the split chains drop each chain's middle draw, so the range the screen
     buckets over (the whole column's smallest and largest value) can be wider than the split
