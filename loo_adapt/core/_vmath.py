@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["exp_clamped", "exp_shifted", "expm1", "index_float", "log", "log1p", "vsum"]
+__all__ = ["exp_clamped", "exp_shifted", "expm1", "fma", "index_float", "log", "log1p",
+           "vsum"]
 
 
 @intrinsic
@@ -47,6 +49,24 @@ def _from_bits(typingctx, b):
         return builder.bitcast(args[0], ir.DoubleType())
 
     return types.float64(types.int64), codegen
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """``a * b + c`` with one rounding (``llvm.fma``: a fused multiply-add instruction where
+    the CPU has one, else libm's exact emulation), whatever the fastmath flags: the
+    error-free products of `core.gpd` need it."""
+    if not all(isinstance(t, types.Float) for t in (a, b, c)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        args = [context.cast(builder, v, t, types.float64)
+                for v, t in zip(args, signature.args)]
+        fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()] * 3)
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.fma.f64")
+        return builder.call(fn, args)
+
+    return types.float64(a, b, c), codegen
 
 
 _LN2_HI = 6.93147180369123816490e-01  # 32 significant bits: k * _LN2_HI is exact

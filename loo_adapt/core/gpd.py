@@ -17,9 +17,9 @@ import numpy as np
 from numba import njit
 
 from loo_adapt.core._vmath import exp_clamped as _fast_exp
+from loo_adapt.core._vmath import fma, vsum
 from loo_adapt.core._vmath import log as _fast_log
 from loo_adapt.core._vmath import log1p as _fast_log1p
-from loo_adapt.core._vmath import vsum
 
 __all__ = ["gpdfit", "gpdfit_sorted"]
 
@@ -36,6 +36,48 @@ def _sum_log1p(c, x, terms):
     for s in range(n):
         terms[s] = _fast_log1p(c * x[s])
     return vsum(terms, n)
+
+
+@njit(cache=True, error_model="numpy")
+def _small_grid_logs(a, sel, x, acc):
+    """``acc[j] = sum_s log1p(a_j x_s)`` for the grid points ``j`` in ``sel`` (where that sum
+    is small), to a few ulp of the sum itself: each factor 1 + a_j x_s is split exactly into
+    hi + lo (Fast2Sum, |a_j x_s| < 1), their product is carried in double-double (the error
+    of each product from a fused multiply-add), and each chunk's log is log(hi) + lo / hi.
+    A plain product's rounding costs ~1e-16 of absolute error per factor, which is not
+    small against a sum near zero; summing 8 000 separate log1p's cost 3 ns each (this is
+    about 6x faster).  Grid inside (one AVX2 lane per point), as `gpdfit_sorted`'s product."""
+    k = sel.shape[0]
+    k_pad = (k + 3) // 4 * 4  # the padding lanes have a = 0: factors 1, logs 0
+    b = np.zeros(k_pad)
+    for q in range(k):
+        b[q] = a[sel[q]]
+    n = x.shape[0]
+    x_max = x[n - 1]
+    big = 0.0  # largest |log(1 + b_q x_s)|, reached at x_max
+    for q in range(k):
+        big = max(big, abs(math.log1p(b[q] * x_max)))
+    k_chunk = n if big == 0.0 else max(1, min(n, int(650.0 / big)))
+    ph = np.empty(k_pad)
+    pl = np.empty(k_pad)
+    out = np.zeros(k_pad)
+    for c0 in range(0, n, k_chunk):
+        ph[:] = 1.0
+        pl[:] = 0.0
+        for s in range(c0, min(c0 + k_chunk, n)):
+            xs = x[s]
+            for q in range(k_pad):
+                t = b[q] * xs
+                hi = 1.0 + t
+                lo = (1.0 - hi) + t  # exact: |t| < 1
+                p = ph[q] * hi
+                e = fma(ph[q], hi, -p)  # ph hi - p, exactly
+                pl[q] = fma(pl[q], hi, fma(ph[q], lo, e))
+                ph[q] = p
+        for q in range(k):
+            out[q] += math.log(ph[q]) + pl[q] / ph[q]
+    for q in range(k):
+        acc[sel[q]] = out[q]
 
 
 @njit(cache=True, error_model="numpy")
@@ -60,6 +102,7 @@ def gpdfit_sorted(x, wip, min_grid_pts):
     m_pad = (m + 3) // 4 * 4  # whole AVX2 vectors; the padding lanes have a = 0, log1p(0) = 0
     theta = np.empty(m)
     terms = np.empty(n)
+    sel = np.empty(m, dtype=np.int64)
     a = np.zeros(m_pad)
     acc = np.zeros(m_pad)
     n_slow = 0
@@ -89,10 +132,15 @@ def gpdfit_sorted(x, wip, min_grid_pts):
             for j in range(m_pad):
                 acc[j] += _fast_log(prod[j])
         # where |kk_j| < 0.05 that absolute error is not small relative to kk_j (l_j uses
-        # log(kk_j)): those grid points are summed term by term with a relative-exact log1p
+        # log(kk_j)): those grid points take the product again with its rounding errors
+        # carried (`_small_grid_logs`)
+        n_small = 0
         for j in range(m):
             if abs(acc[j]) < 0.05 * n:
-                acc[j] = _sum_log1p(a[j], x, terms)
+                sel[n_small] = j
+                n_small += 1
+        if n_small > 0:
+            _small_grid_logs(a, sel[:n_small], x, acc)
     else:
         for s in range(n):
             xs = x[s]

@@ -82,3 +82,47 @@ def test_index_float_is_exact():
     j = np.concatenate([np.arange(5000), [2**31 - 1, 2**40 + 3, 2**52 - 1]]).astype(np.int64)
     out = _apply(index_float, j)
     np.testing.assert_array_equal(out, j.astype(np.float64))
+
+
+def test_fma_rounds_once_as_exact_rational_arithmetic_says():
+    """``fma(a, b, c)`` is a b + c rounded once: for random operands, and for the products
+    whose error it recovers (a b - fl(a b), which a separate multiply and add round to 0)."""
+    from fractions import Fraction
+
+    from loo_adapt.core._vmath import fma
+
+    @njit
+    def apply3(a, b, c):
+        out = np.empty(a.shape[0])
+        for i in range(a.shape[0]):
+            out[i] = fma(a[i], b[i], c[i])
+        return out
+
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=500) * 10.0 ** rng.integers(-5, 5, 500)
+    b = rng.normal(size=500)
+    c = np.concatenate([rng.normal(size=250), -(a[250:] * b[250:])])  # error of a b
+    out = apply3(a, b, c)
+    want = np.array([float(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in zip(a, b, c)])
+    np.testing.assert_array_equal(out, want)
+    assert np.count_nonzero(out[250:]) > 200  # the product errors are not lost
+
+
+def test_gpd_small_grid_sums_match_exact_summation_of_libm_log1p():
+    """`core.gpd._small_grid_logs` (double-double products) gives sum_s log1p(a x_s) within
+    a few ulp of the sum, for sums near zero (where a plain product loses up to 1e-16 per
+    factor in absolute terms) and far from it, tails short and long, against math.fsum of
+    math.log1p (each term within 1 ulp, summed exactly)."""
+    import math
+
+    from loo_adapt.core.gpd import _small_grid_logs
+
+    rng = np.random.default_rng(9)
+    for n in (5, 60, 447, 3000):
+        x = np.sort(rng.exponential(size=n))
+        a = np.concatenate([rng.uniform(-0.9, 0.9, 6) / x[-1], [1e-9 / x[-1], -3e-7 / x[-1]],
+                            rng.uniform(-0.05, 0.05, 3) / x[-1]])
+        acc = np.full(a.size, np.nan)
+        _small_grid_logs(a, np.arange(a.size), x, acc)
+        want = np.array([math.fsum(math.log1p(aj * xs) for xs in x) for aj in a])
+        np.testing.assert_allclose(acc, want, rtol=4 * n ** 0.5 * 2.0 ** -53, atol=0)
