@@ -1,5 +1,6 @@
 """Branch-free ``exp``, ``expm1``, ``log``, ``log1p`` for numba loops that LLVM can vectorise,
-and ``vsum``, a reassociated sum that it vectorises too.
+``vsum``, a reassociated sum that it vectorises too, and ``fma``, a fused multiply-add
+(one rounding) for error-free products.
 
 numba lowers ``math.exp`` / ``math.log1p`` to scalar libm calls (no SVML here), which keeps
 every loop that uses them scalar: ~12-15 ns per value, most of the PSIS kernel's time.  The
