@@ -128,6 +128,73 @@ def again_draws(est, again, draws: int, max_mcse: float) -> int:
     return int(min(draws, max(AGAIN_MIN_DRAWS, d)))
 
 
+def focus_draws(log_lik, rows, ess, draws: int, max_mcse: float) -> int:
+    """Draws per chain of a mixture fit focused on ``rows``, predicted from draws of the full
+    mixture: their pointwise log-likelihood ``log_lik`` (chains, draws, n) reweighted to the
+    focused mixture (weights (sum_{j in rows} 1/l_j) / (sum_j 1/l_j), bounded by one) give
+    each row's per-draw variance of its MixIS influence (the delta method's, as
+    `loo_adapt.core.mixis.mixis_loo` computes it) and the Kish ESS per draw of its weights
+    there; ``ess`` (the full mixture's multi-chain ESS of every row's influence) gives the
+    chains' efficiency per draw, their median over the rows (a row the focus serves is a rare
+    event in the full mixture, whose own ESS there is a fraction of what it gets in the
+    focused fit: 0.08-0.28 against 0.31-0.44 per draw in `tests/estimators/test_focused.py`'s
+    exact lazy chains).  D is the least that brings every row to an MCSE of
+    ``max_mcse`` / `AGAIN_MARGIN` and to `AGAIN_MARGIN` x ``MIN_ESS`` effective draws, in
+    hundreds, within [`AGAIN_MIN_DRAWS`, ``draws``]; ``draws`` where the reweighting itself
+    has fewer than ``MIN_ESS`` effective draws or a number is not finite.
+
+    A row's share of the full mixture (`again_draws`' rule) misjudges the first focus: the
+    full mixture's MixIS of a row uses every draw, not only its own component's (on
+    logistic_n300 a one-row focus sized so drew 250 per chain and missed the bar, MCSE
+    0.10-0.13, where this predicts 0.12 at 250 and 0.06 at 1000, and 1000 gave 0.05-0.06).
+
+    Parameters
+    ----------
+    log_lik : (chains, draws, n) full mixture draws' pointwise log-likelihood.
+    rows : the rows of the focus.
+    ess : (n,) the full mixture's ESS of each row's MixIS influence (`MixISResult.ess_mcse`).
+    draws : the most draws per chain.
+    max_mcse : the MCSE bar.
+
+    Returns
+    -------
+    int
+    """
+    from loo_adapt.core.lse import logsumexp
+    from loo_adapt.estimators.mixture_checks import MIN_ESS
+
+    log_lik = np.asarray(log_lik, dtype=float)
+    chains, per_chain, n = log_lik.shape
+    s = chains * per_chain
+    ll = log_lik.reshape(s, n)
+    rows = np.asarray(rows, dtype=np.int64)
+    ess = np.asarray(ess, dtype=float)
+    if rows.size == 0 or not (np.all(np.isfinite(ll)) and np.all(np.isfinite(ess))
+                              and np.all(ess > 0)):
+        return int(draws)
+    lse_rows = logsumexp(-ll[:, rows], axis=1)  # log sum_{j in rows} 1 / l_j
+    log_v = lse_rows - logsumexp(-ll, axis=1)
+    v = np.exp(log_v - logsumexp(log_v))  # normalised weights: full -> focused mixture
+    if 1.0 / np.sum(v * v) < MIN_ESS:
+        return int(draws)
+    log_a = -lse_rows  # a_s = 1 / sum_{j in rows} 1/l_j, the numerator's terms
+    a = np.exp(log_a - log_a.max())
+    log_b = -ll[:, rows] - lse_rows[:, None]  # b_is = a_s / l_is <= 1: row i's MixIS weights
+    b = np.exp(log_b - log_b.max(axis=0))
+    a_rel = a / (v @ a)
+    b_rel = b / (v @ b)[None, :]
+    z = a_rel[:, None] - b_rel  # the delta method's influence under the focused mixture
+    var = v @ (z - v @ z) ** 2
+    kish = 1.0 / (v @ (b_rel * b_rel))  # Kish ESS per draw of each row's weights there
+    eff = min(float(np.median(ess)) / s, 1.0)  # the chains' effective draws per draw
+    need = np.maximum(var * (AGAIN_MARGIN / max_mcse) ** 2 / eff,
+                      AGAIN_MARGIN * MIN_ESS / np.minimum(eff, kish)) / chains
+    if not np.all(np.isfinite(need)):
+        return int(draws)
+    d = int(np.ceil(float(np.max(need)) / 100.0)) * 100
+    return int(min(draws, max(AGAIN_MIN_DRAWS, d)))
+
+
 def posterior_tree_depth(draws) -> int | None:
     """The tree depth the fastest chain of a NUTS posterior fit typically needed: per chain
     the median of ``treedepth__`` (or of ``log2(n_leapfrog__ + 1)``, rounded), the smallest
@@ -193,6 +260,26 @@ def _full_mixture(result):
     return next((r.draws for r in (getattr(result, "row_draws", None) or ())
                  if r is not None and r.source in ("mixture", "pooled")
                  and r.draws is not None), None)
+
+
+def _mixis_stage_fit(result):
+    """The draws of the fit the MixIS stage itself used (the full mixture, a second fit
+    where the first failed its check), found through a row whose estimate that stage gave
+    last (`PointwiseLoo.history`); None where every such row was re-estimated since (by the
+    easy-row focus, say, whose rows also come from mixture draws) or none exists."""
+    history = getattr(result, "history", None) or []
+    records = getattr(result, "row_draws", None) or []
+    last = {}
+    for h in history:
+        accepted = np.asarray(h.get("accepted", []), dtype=bool)
+        for i in np.asarray(h.get("rows", []), dtype=np.int64)[accepted]:
+            last[int(i)] = h.get("estimator")
+    for i, name in last.items():
+        rec = records[i] if i < len(records) else None
+        if name == "mixis" and rec is not None and rec.source in ("mixture", "pooled") \
+                and rec.draws is not None:
+            return rec.draws
+    return None
 
 
 def _steps_per_draw(fit, depth) -> float | None:
@@ -289,7 +376,10 @@ class FocusedMixIS:
         `loo_adapt.estimators.mixture_checks.MIN_DRAWS` draws and ``MIN_ESS`` effective draws).
     mcse : the pointwise MCSE of `loo_adapt.core.mixis.mixis_loo`.
     chains, draws : of the focused fit (its warm-up: that of
-        `loo_adapt.stan.mixis_program.fit_mixture`, 100 iterations after a warm start).
+        `loo_adapt.stan.mixis_program.fit_mixture`, 100 iterations after a warm start);
+        ``draws`` is the most: with ``size_first`` the first fit draws `first_draws`, what the
+        full mixture's draws reweighted to the focused mixture say its rows need
+        (`focus_draws`; a note gives the count when it is fewer).
     rounds : fits at most: rows a fit leaves above the bar (with enough draws) get one more
         fit focused on them alone, while they are fewer than the rows of the fit before;
         its estimates replace the earlier fit's for those rows, and its draws per chain
@@ -298,6 +388,7 @@ class FocusedMixIS:
         half a posterior fit, a refit of a horseshoe row several: on rhs_wide the rows a
         first focused fit left at MCSE 0.10-0.13 went on to refits worth 15-20 posterior
         fits.
+    size_first : size the first fit by `first_draws` (False: ``draws``).
     cap_tree_depth : cap the fit's NUTS tree depth at `posterior_tree_depth` of MCMC
         posterior draws (False here: the rows above the bar have leave-one-out posteriors
         far from the posterior, whose trajectories may need the length; `FocusedEasyMixIS`
@@ -311,6 +402,7 @@ class FocusedMixIS:
     name: str = "mixis_focused"
     rounds: int = 2
     cap_tree_depth: bool = False
+    size_first: bool = True
 
     def _skip(self, rows, why):
         from loo_adapt.estimators.base import Estimate
@@ -331,7 +423,8 @@ class FocusedMixIS:
 
         rows = np.asarray(rows, dtype=np.int64)
         n = ctx.log_lik.shape[1]
-        fit, why = self._fit(ctx, rows, n)
+        draws, cut = self.first_draws(ctx, rows) if self.size_first else (self.draws, "")
+        fit, why = replace(self, draws=draws)._fit(ctx, rows, n)
         if fit is None:
             return self._skip(rows, why)
         ll = fit.log_lik(ctx.var_name)
@@ -378,6 +471,7 @@ class FocusedMixIS:
             method="mixis", loo_prob=prob, verified_by=np.where(ok, "mixis_mcse", ""),
             reason=reason, row_draws=records, sum_mcse=((every, est.sum_mcse(every)),),
             # about this fit's estimates: each holds while a row keeps one
+            notes=(cut,) if cut else (),
             block_notes=tuple((0, t, False) for t in (untold, div) if t))
         # rows above the bar, or with too few effective draws in this fit (a long enough
         # fit): one more fit focused on them alone gives each a larger share of its draws
@@ -395,7 +489,8 @@ class FocusedMixIS:
         from loo_adapt.estimators.base import Estimate
         from loo_adapt.result import add_reason
 
-        second = replace(self, rounds=self.rounds - 1, draws=draws)(ctx, first.rows[again])
+        second = replace(self, rounds=self.rounds - 1, draws=draws, size_first=False)(
+            ctx, first.rows[again])
         cut = ()
         if draws < first_draws and second.row_draws is not None:
             cut = (f"The second mixture fit focused on {_rows(int(again.sum()))} drew {draws} "
@@ -428,6 +523,30 @@ class FocusedMixIS:
             verified_by=merged["verified_by"], reason=merged["reason"], row_draws=records,
             notes=tuple(first.notes) + tuple(n for n in second.notes if n not in first.notes)
             + cut, sum_mcse=blocks, block_notes=bound)
+
+    def first_draws(self, ctx, rows) -> tuple[int, str]:
+        """(draws per chain, a note when fewer than ``draws``) of the first fit focused on
+        ``rows``: `focus_draws` from the full mixture fit behind ``ctx.result`` (the MixIS
+        stage's, `_mixis_stage_fit`: not an easy-row focus's, whose draws miss these rows'
+        components), at most ``draws``; ``draws`` where no row is held from it or its
+        observations are not the LOO's."""
+        from loo_adapt.core.mixis import mixis_loo
+
+        full = _mixis_stage_fit(ctx.result)
+        n = ctx.log_lik.shape[1]
+        if full is None or rows.size == 0:
+            return self.draws, ""
+        ll = full.log_lik(ctx.var_name)  # (chains, draws, n)
+        if ll.shape[2] != n:
+            return self.draws, ""
+        est = mixis_loo(ll, mcse=self.mcse)
+        draws = focus_draws(ll, rows, est.ess_mcse, self.draws, self.max_mcse)
+        if draws >= self.draws:
+            return self.draws, ""
+        return draws, (f"The mixture fit focused on {_rows(rows.size)} drew {draws} draws per "
+                       f"chain, not {self.draws}: by the full mixture's draws reweighted to "
+                       "it, enough for MCSEs of "
+                       f"{self.max_mcse / AGAIN_MARGIN:.3g} (each row is verified by its own)")
 
     def _fit(self, ctx, rows, n):
         """(draws of the focused mixture, "") or (None, why it cannot be fitted); the fit
@@ -488,6 +607,7 @@ class FocusedEasyMixIS(FocusedMixIS):
     name: str = "mixis_focused_easy"
     rounds: int = 1  # rows it leaves above the bar go on to `FocusedMixIS`'s own fits
     cap_tree_depth: bool = True  # at `posterior_tree_depth`: the mixture is near the posterior
+    size_first: bool = False  # its draws are `budget_draws`'s
 
     def needed(self, ctx) -> tuple[bool, str]:
         """(whether to focus, why not): with ``max_low_khat_share``, only when fewer than

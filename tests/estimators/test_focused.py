@@ -246,6 +246,100 @@ def test_the_second_round_draws_what_its_rows_need_and_holds_its_mcses(tmp_path)
     assert 0.8 <= rms <= 1.25, (rms, len(z))
 
 
+def test_focus_draws_predicts_a_one_row_focus_from_the_closed_form_variance():
+    """A mixture focused on one row is that row's leave-one-out posterior, where MixIS is the
+    mean of l_i = N(y_i | theta_i, SIG) over theta_i ~ N(0, TAU): its variance per draw is
+    Var(l_i) / E[l_i]^2 in closed form, so with iid draws a bar b needs D = Var / E^2 x
+    (1.5 / b)^2 / 4 draws per chain.  `focus_draws`, from exact full-mixture draws
+    reweighted to that posterior, gives D within a quarter (bars asking 500 and 900), or
+    the most it may draw where the reweighting has too few effective draws to tell."""
+    from loo_adapt.estimators.focused import focus_draws
+
+    y, post_mean, truth = _problem()
+    n = y.size
+    i = int(np.argsort(np.abs(y))[n // 2])  # a middling row
+    mean_l = stats.norm.pdf(y[i], 0.0, np.hypot(SIG, TAU))
+    mean_l2 = stats.norm.pdf(y[i], 0.0, np.sqrt(SIG**2 / 2 + TAU**2)) / (2 * np.sqrt(np.pi) * SIG)
+    rel_var = mean_l2 / mean_l**2 - 1.0
+    told = 0
+    for rep in range(5):
+        theta = _chains(y, post_mean, truth, np.arange(n), np.random.default_rng(rep), stay=0.0)
+        ll = stats.norm.logpdf(y, theta, SIG)
+        ess = mixis_loo(ll).ess_mcse
+        for want in (500, 900):
+            bar = 1.5 * np.sqrt(rel_var / (4 * want))
+            got = focus_draws(ll, np.array([i]), ess, 5000, bar)
+            if got == 5000:
+                continue
+            told += 1
+            assert abs(got - want) <= 0.25 * want, (rep, want, got)
+    assert told >= 6, told
+
+
+def test_the_first_focused_fit_draws_what_the_full_mixture_says_its_rows_need(tmp_path):
+    """The first focused fit draws what the full mixture (the fit behind the result so far)
+    predicts its rows need: its draws reweighted to the focused mixture give each row's
+    MixIS variance there (`focus_draws`).  100 rows, a full mixture drawn exactly (lazy
+    chains, 4 x 1000), the 6 rows it left with the largest MCSEs (0.25-0.5) above a bar of
+    0.15: the focused fit is asked for fewer than 1000 draws per chain, a note says how
+    many, the largest MCSE it gets is near the one predicted (the bar / 1.5: 0.6-1.1 of it
+    on average; the prediction errs wide), and over replicates its rows reach the bar with
+    their closed-form LOO densities within their MCSEs (rms z in [0.8, 1.25])."""
+    from types import SimpleNamespace
+
+    from loo_adapt.estimators.focused import AGAIN_MARGIN, focus_draws
+
+    class Honest(_ExactProgram):  # draws as many per chain as asked
+        def fit_mixture(self, posterior, *, rows, seed, chains, draws):
+            self.asked.append(np.asarray(rows).tolist())
+            self.draws_asked.append(draws)
+            rng = np.random.default_rng(self.seed + len(self.asked))
+            theta = _chains(self.y, self.post_mean, self.truth, np.asarray(rows), rng,
+                            chains=chains, draws=draws)
+            return read_dict({"log_lik": stats.norm.logpdf(self.y, theta, SIG)},
+                             method="mcmc")
+
+    y, post_mean, truth = _problem()
+    n = y.size
+    rng = np.random.default_rng(6)
+    theta_post = rng.normal(post_mean, POST_SD, size=(4, 500, n))
+    posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
+    z, cut, reached, asked, worst = [], [], 0, 0, []
+    for rep in range(10):
+        theta = _chains(y, post_mean, truth, np.arange(n), rng)
+        full = read_dict({"log_lik": stats.norm.logpdf(y, theta, SIG)}, method="mcmc")
+        first = mixis_loo(full.log_lik())
+        rows = np.sort(np.argsort(first.mcse_elpd_i)[-6:])
+        assert np.all(first.mcse_elpd_i[rows] > 0.15)
+        prog = Honest(y, post_mean, truth, tmp_path, seed=700 + rep)
+        ctx = _ctx(posterior, prog, seed=rep)
+        held = SimpleNamespace(source="mixture", draws=full)
+        ctx.result = SimpleNamespace(  # the MixIS stage held every row from the full mixture
+            row_draws=[held] * n,
+            history=[{"estimator": "mixis", "rows": np.arange(n), "accepted": np.ones(n, bool)}])
+        est = FocusedMixIS(max_mcse=0.15, rounds=1)(ctx, rows)
+        want = focus_draws(full.log_lik(), rows, first.ess_mcse, 1000, 0.15)
+        assert prog.asked == [rows.tolist()] and prog.draws_asked == [want]
+        if want < 1000:
+            cut.append(want)
+            assert (f"The mixture fit focused on {rows.size} rows drew {want} draws per "
+                    "chain, not 1000: by the full mixture's draws reweighted to it, enough "
+                    "for MCSEs of 0.1") in " ".join(est.notes)
+            worst.append(est.mcse_elpd_i.max() / (0.15 / AGAIN_MARGIN))
+        asked += rows.size
+        reached += int(est.reliable.sum())
+        z.extend((est.elpd_i - truth[rows]) / est.mcse_elpd_i)
+    assert len(cut) >= 5, cut
+    assert 0.6 <= np.mean(worst) <= 1.1, worst  # the largest MCSE, against the prediction
+    assert reached >= 0.9 * asked, (reached, asked)
+    rms = float(np.sqrt(np.mean(np.square(z))))
+    assert 0.8 <= rms <= 1.25, (rms, len(z))
+    # no full mixture behind the result (the earlier tests' contexts): ``draws``
+    prog = Honest(y, post_mean, truth, tmp_path, seed=1)
+    FocusedMixIS(max_mcse=0.15, rounds=1)(_ctx(posterior, prog, seed=1), rows)
+    assert prog.draws_asked == [1000]
+
+
 def test_a_failed_second_fit_keeps_the_first_fits_estimates(tmp_path):
     """The second focused fit crashes: the first fit's estimates stand for every row, the
     rows it left above the bar stay unverified and their reasons say both what the first
@@ -691,3 +785,34 @@ def test_easy_row_focus_draws_within_one_posterior_fit_of_leapfrog_steps(tmp_pat
     assert run(full_post, np.full((4, 1000), 63.0)) == (4000, [])
     assert run(full_post, None) == (4000, [])
     assert run(posterior(100, 100), mixed)[0] == EASY_FOCUS_MIN_DRAWS
+
+
+def test_the_first_focus_is_sized_from_the_mixis_stages_fit_not_the_easy_focus():
+    """`_mixis_stage_fit` finds the fit the MixIS stage used through a row it still holds:
+    after an easy-row focus re-estimated most rows from its own fit (draws near the
+    posterior, missing the hard rows' components), the full mixture's draws are still the
+    ones the hard rows' first focus is sized from; with every row re-estimated since, none."""
+    from types import SimpleNamespace
+
+    from loo_adapt.estimators.focused import _mixis_stage_fit
+
+    n = 6
+    full, easy = object(), object()
+    rows = np.arange(n)
+    history = [{"estimator": "psis", "rows": rows, "accepted": np.ones(n, bool)},
+               {"estimator": "mixis", "rows": rows, "accepted": np.ones(n, bool)},
+               {"estimator": "mixis_focused_easy", "rows": rows[:4],
+                "accepted": np.ones(4, bool)}]
+    records = [SimpleNamespace(source="mixture", draws=easy)] * 4 + \
+        [SimpleNamespace(source="mixture", draws=full)] * 2
+    got = _mixis_stage_fit(SimpleNamespace(history=history, row_draws=records))
+    assert got is full
+    history[2] = {"estimator": "mixis_focused_easy", "rows": rows, "accepted": np.ones(n, bool)}
+    records = [SimpleNamespace(source="mixture", draws=easy)] * n
+    assert _mixis_stage_fit(SimpleNamespace(history=history, row_draws=records)) is None
+    # a row the easy focus tried but did not accept stays the MixIS stage's
+    history[2] = {"estimator": "mixis_focused_easy", "rows": rows,
+                  "accepted": np.array([1, 1, 1, 1, 1, 0], bool)}
+    records = [SimpleNamespace(source="mixture", draws=easy)] * 5 + \
+        [SimpleNamespace(source="mixture", draws=full)]
+    assert _mixis_stage_fit(SimpleNamespace(history=history, row_draws=records)) is full
