@@ -30,7 +30,7 @@ import numpy as np
 __all__ = ["FocusedEasyMixIS", "FocusedMixIS", "FOCUS_SEED_OFFSET", "EASY_FOCUS_SHARE",
            "EASY_FOCUS_BUDGET", "EASY_FOCUS_MIN_DRAWS", "DOMINATED_DRAWS", "dominated",
            "posterior_leapfrog", "posterior_tree_depth", "AGAIN_MARGIN", "AGAIN_MIN_DRAWS",
-           "again_draws"]
+           "again_draws", "focus_draws", "FOCUS_CUT"]
 
 #: seed of the focused fit: the first mixture fit's seed plus this
 FOCUS_SEED_OFFSET = 7919
@@ -128,6 +128,14 @@ def again_draws(est, again, draws: int, max_mcse: float) -> int:
     return int(min(draws, max(AGAIN_MIN_DRAWS, d)))
 
 
+#: `focus_draws` cuts a focused fit's draws only to at most this share of the most it may
+#: draw: the MCSE it predicts does not see the optimistic lean that fewer mixture draws
+#: bring on wide horseshoes (rhs_wide seed 3: its 30-row focus cut to 900 draws moved the
+#: total from +1.50 to +2.01 against truth, 2.2 to 3.0 combined MCs, with every row at the
+#: bar), and a cut of less than half saves less than half of one focused fit
+FOCUS_CUT = 0.5
+
+
 def focus_draws(log_lik, rows, ess, draws: int, max_mcse: float) -> int:
     """Draws per chain of a mixture fit focused on ``rows``, predicted from draws of the full
     mixture: their pointwise log-likelihood ``log_lik`` (chains, draws, n) reweighted to the
@@ -140,8 +148,9 @@ def focus_draws(log_lik, rows, ess, draws: int, max_mcse: float) -> int:
     focused fit: 0.08-0.28 against 0.31-0.44 per draw in `tests/estimators/test_focused.py`'s
     exact lazy chains).  D is the least that brings every row to an MCSE of
     ``max_mcse`` / `AGAIN_MARGIN` and to `AGAIN_MARGIN` x ``MIN_ESS`` effective draws, in
-    hundreds, within [`AGAIN_MIN_DRAWS`, ``draws``]; ``draws`` where the reweighting itself
-    has fewer than ``MIN_ESS`` effective draws or a number is not finite.
+    hundreds, at least `AGAIN_MIN_DRAWS`; ``draws`` where D is above `FOCUS_CUT` x
+    ``draws``, where the reweighting itself has fewer than ``MIN_ESS`` effective draws or
+    where a number is not finite.
 
     A row's share of the full mixture (`again_draws`' rule) misjudges the first focus: the
     full mixture's MixIS of a row uses every draw, not only its own component's (on
@@ -191,8 +200,8 @@ def focus_draws(log_lik, rows, ess, draws: int, max_mcse: float) -> int:
                       AGAIN_MARGIN * MIN_ESS / np.minimum(eff, kish)) / chains
     if not np.all(np.isfinite(need)):
         return int(draws)
-    d = int(np.ceil(float(np.max(need)) / 100.0)) * 100
-    return int(min(draws, max(AGAIN_MIN_DRAWS, d)))
+    d = max(AGAIN_MIN_DRAWS, int(np.ceil(float(np.max(need)) / 100.0)) * 100)
+    return int(d if d <= FOCUS_CUT * draws else draws)
 
 
 def posterior_tree_depth(draws) -> int | None:
@@ -383,8 +392,9 @@ class FocusedMixIS:
     rounds : fits at most: rows a fit leaves above the bar (with enough draws) get one more
         fit focused on them alone, while they are fewer than the rows of the fit before;
         its estimates replace the earlier fit's for those rows, and its draws per chain
-        are `again_draws` (what the earlier fit's MCSEs and those rows' larger shares of a
-        fit over them alone say they need, at most the earlier fit's).  Each fit costs about
+        are the fewer of `again_draws` (what the earlier fit's MCSEs and those rows' larger
+        shares of a fit over them alone say they need, at most the earlier fit's) and
+        `focus_draws` (the earlier fit's draws reweighted to the new focus).  Each fit costs about
         half a posterior fit, a refit of a horseshoe row several: on rhs_wide the rows a
         first focused fit left at MCSE 0.10-0.13 went on to refits worth 15-20 posterior
         fits.
@@ -478,8 +488,10 @@ class FocusedMixIS:
         again = ~ok & (est.n_samples >= MIN_DRAWS) & (not wild)
         if self.rounds > 1 and 0 < again.sum() < rows.size:
             per_chain = fit.n_samples // fit.n_chains
-            out = self._again(ctx, out, again,
-                              again_draws(est, again, per_chain, self.max_mcse), per_chain)
+            d = min(again_draws(est, again, per_chain, self.max_mcse),
+                    focus_draws(sub, np.flatnonzero(again), est.ess_mcse, per_chain,
+                                self.max_mcse))
+            out = self._again(ctx, out, again, d, per_chain)
         return out
 
     def _again(self, ctx, first, again, draws, first_draws):

@@ -199,22 +199,24 @@ def test_second_round_draws_from_the_first_fits_mcses_and_shares():
     assert again_draws(e5, again, 1000, 0.1) == 1000
 
 
+class _Honest(_ExactProgram):
+    """An exact program that draws as many per chain as it is asked."""
+
+    def fit_mixture(self, posterior, *, rows, seed, chains, draws):
+        self.asked.append(np.asarray(rows).tolist())
+        self.draws_asked.append(draws)
+        rng = np.random.default_rng(self.seed + len(self.asked))
+        theta = _chains(self.y, self.post_mean, self.truth, np.asarray(rows), rng,
+                        chains=chains, draws=draws)
+        return read_dict({"log_lik": stats.norm.logpdf(self.y, theta, SIG)}, method="mcmc")
+
+
 def test_the_second_round_draws_what_its_rows_need_and_holds_its_mcses(tmp_path):
     """The 30-row focus of the test above at a bar of 0.08, with a program that draws what
     it is asked: 3-6 rows miss the first fit's bar and hold a small share of its mass, so
     the second fit is asked for fewer draws per chain than the first's 1000 and a note gives
     them; over replicates the rows it re-estimates reach the bar and their closed-form LOO
     densities lie within their MCSEs (rms z in [0.8, 1.25])."""
-
-    class Honest(_ExactProgram):  # draws as many per chain as asked
-        def fit_mixture(self, posterior, *, rows, seed, chains, draws):
-            self.asked.append(np.asarray(rows).tolist())
-            self.draws_asked.append(draws)
-            rng = np.random.default_rng(self.seed + len(self.asked))
-            theta = _chains(self.y, self.post_mean, self.truth, np.asarray(rows), rng,
-                            chains=chains, draws=draws)
-            return read_dict({"log_lik": stats.norm.logpdf(self.y, theta, SIG)},
-                             method="mcmc")
 
     y, post_mean, truth = _problem()
     rng = np.random.default_rng(2)
@@ -223,7 +225,7 @@ def test_the_second_round_draws_what_its_rows_need_and_holds_its_mcses(tmp_path)
     posterior = read_dict({"log_lik": stats.norm.logpdf(y, theta_post, SIG)}, method="mcmc")
     z, cut, reached, again = [], [], 0, 0
     for rep in range(12):
-        prog = Honest(y, post_mean, truth, tmp_path, seed=300 + rep)
+        prog = _Honest(y, post_mean, truth, tmp_path, seed=300 + rep)
         est = FocusedMixIS(max_mcse=0.08)(_ctx(posterior, prog, seed=rep), rows)
         if len(prog.asked) < 2:
             continue
@@ -252,7 +254,8 @@ def test_focus_draws_predicts_a_one_row_focus_from_the_closed_form_variance():
     Var(l_i) / E[l_i]^2 in closed form, so with iid draws a bar b needs D = Var / E^2 x
     (1.5 / b)^2 / 4 draws per chain.  `focus_draws`, from exact full-mixture draws
     reweighted to that posterior, gives D within a quarter (bars asking 500 and 900), or
-    the most it may draw where the reweighting has too few effective draws to tell."""
+    the most it may draw where the reweighting has too few effective draws to tell; never
+    a cut to more than half of the most it may draw (`FOCUS_CUT`)."""
     from loo_adapt.estimators.focused import focus_draws
 
     y, post_mean, truth = _problem()
@@ -273,6 +276,8 @@ def test_focus_draws_predicts_a_one_row_focus_from_the_closed_form_variance():
                 continue
             told += 1
             assert abs(got - want) <= 0.25 * want, (rep, want, got)
+            # a cut to more than half of the most it may draw is not taken (FOCUS_CUT)
+            assert focus_draws(ll, np.array([i]), ess, int(1.2 * want), bar) == int(1.2 * want)
     assert told >= 6, told
 
 
@@ -289,16 +294,6 @@ def test_the_first_focused_fit_draws_what_the_full_mixture_says_its_rows_need(tm
 
     from loo_adapt.estimators.focused import AGAIN_MARGIN, focus_draws
 
-    class Honest(_ExactProgram):  # draws as many per chain as asked
-        def fit_mixture(self, posterior, *, rows, seed, chains, draws):
-            self.asked.append(np.asarray(rows).tolist())
-            self.draws_asked.append(draws)
-            rng = np.random.default_rng(self.seed + len(self.asked))
-            theta = _chains(self.y, self.post_mean, self.truth, np.asarray(rows), rng,
-                            chains=chains, draws=draws)
-            return read_dict({"log_lik": stats.norm.logpdf(self.y, theta, SIG)},
-                             method="mcmc")
-
     y, post_mean, truth = _problem()
     n = y.size
     rng = np.random.default_rng(6)
@@ -311,7 +306,7 @@ def test_the_first_focused_fit_draws_what_the_full_mixture_says_its_rows_need(tm
         first = mixis_loo(full.log_lik())
         rows = np.sort(np.argsort(first.mcse_elpd_i)[-6:])
         assert np.all(first.mcse_elpd_i[rows] > 0.15)
-        prog = Honest(y, post_mean, truth, tmp_path, seed=700 + rep)
+        prog = _Honest(y, post_mean, truth, tmp_path, seed=700 + rep)
         ctx = _ctx(posterior, prog, seed=rep)
         held = SimpleNamespace(source="mixture", draws=full)
         ctx.result = SimpleNamespace(  # the MixIS stage held every row from the full mixture
@@ -335,7 +330,7 @@ def test_the_first_focused_fit_draws_what_the_full_mixture_says_its_rows_need(tm
     rms = float(np.sqrt(np.mean(np.square(z))))
     assert 0.8 <= rms <= 1.25, (rms, len(z))
     # no full mixture behind the result (the earlier tests' contexts): ``draws``
-    prog = Honest(y, post_mean, truth, tmp_path, seed=1)
+    prog = _Honest(y, post_mean, truth, tmp_path, seed=1)
     FocusedMixIS(max_mcse=0.15, rounds=1)(_ctx(posterior, prog, seed=1), rows)
     assert prog.draws_asked == [1000]
 
