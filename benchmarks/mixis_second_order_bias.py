@@ -21,7 +21,6 @@ MixIS alone on the full mixture fit (`truth_suite.mixture_fit`, cached under
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import calibration_z, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import calibration_z, mixture_fit, mixture_study  # noqa: E402
 
 from loo_adapt.core.ess_split import ess_mean  # noqa: E402
 from loo_adapt.core.lse import logsumexp  # noqa: E402
@@ -49,13 +48,7 @@ def second_order_bias(log_lik) -> np.ndarray:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("benchmark")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--truth-from", help="score against this benchmark's truth")
-    args = parser.parse_args(argv)
-    bench = load_benchmark(args.benchmark)
-    truth = np.asarray((load_benchmark(args.truth_from) if args.truth_from else bench).truth)
+    args, bench, truth = mixture_study(__doc__, argv)
     idx = truth[:, 0].astype(int)
     for seed in args.seeds:
         with warnings.catch_warnings():

@@ -17,7 +17,6 @@ MixIS alone on the cached full mixture fit (`truth_suite.mixture_fit`), as
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from pathlib import Path
@@ -25,19 +24,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import mixture_fit, mixture_study  # noqa: E402
 
 from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("benchmark")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--truth-from", help="score against this benchmark's truth")
-    args = parser.parse_args(argv)
-    bench = load_benchmark(args.benchmark)
-    truth = np.asarray((load_benchmark(args.truth_from) if args.truth_from else bench).truth)
+    args, bench, truth = mixture_study(__doc__, argv)
     idx, t = truth[:, 0].astype(int), truth[:, 1]
     for seed in args.seeds:
         with warnings.catch_warnings():

@@ -208,6 +208,22 @@ def mixture_fit(bench: Benchmark, seed: int, draws: int | None = None):
     return out
 
 
+def mixture_study(doc: str, argv=None):
+    """(arguments, benchmark, truth array) of a script that studies MixIS on a benchmark's
+    cached mixture fits: NAME, ``--seeds`` (1 2 3) and ``--truth-from`` OTHER (score against
+    the truth of a remake of the same data)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("benchmark")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--truth-from", help="score against this benchmark's truth")
+    args = parser.parse_args(argv)
+    bench = load_benchmark(args.benchmark)
+    truth = np.asarray((load_benchmark(args.truth_from) if args.truth_from else bench).truth)
+    return args, bench, truth
+
+
 def load_benchmark(name, partial: bool = False) -> Benchmark:
     """One benchmark by name (a fixture model or a suite benchmark).  ``partial``: a suite
     benchmark whose refits are not all done gives the finished folds as its truth (column 0
