@@ -264,31 +264,20 @@ def _config_int(draws, key: str, default: int) -> int:
 
 
 def _full_mixture(result):
-    """The draws of the full mixture fit behind ``result``'s MixIS rows (the first row held
-    from mixture draws, pooled or not), None where no row is."""
-    return next((r.draws for r in (getattr(result, "row_draws", None) or ())
-                 if r is not None and r.source in ("mixture", "pooled")
-                 and r.draws is not None), None)
-
-
-def _mixis_stage_fit(result):
-    """The draws of the fit the MixIS stage itself used (the full mixture, a second fit
-    where the first failed its check), found through a row whose estimate that stage gave
-    last (`PointwiseLoo.history`); None where every such row was re-estimated since (by the
-    easy-row focus, say, whose rows also come from mixture draws) or none exists."""
-    history = getattr(result, "history", None) or []
-    records = getattr(result, "row_draws", None) or []
+    """The draws of the full mixture fit behind ``result``'s MixIS rows (the fit the MixIS
+    stage used: a row held from mixture draws, pooled or not, whose estimate no focused fit
+    gave last), None where no row is.  A focused fit's rows also hold mixture draws, of a
+    fit over some rows' components only: ``result.history`` (`PointwiseLoo.history`) tells
+    them apart; a result without one is taken as the MixIS stage's alone."""
     last = {}
-    for h in history:
+    for h in getattr(result, "history", None) or ():
         accepted = np.asarray(h.get("accepted", []), dtype=bool)
         for i in np.asarray(h.get("rows", []), dtype=np.int64)[accepted]:
-            last[int(i)] = h.get("estimator")
-    for i, name in last.items():
-        rec = records[i] if i < len(records) else None
-        if name == "mixis" and rec is not None and rec.source in ("mixture", "pooled") \
-                and rec.draws is not None:
-            return rec.draws
-    return None
+            last[int(i)] = str(h.get("estimator", ""))
+    return next((r.draws for i, r in enumerate(getattr(result, "row_draws", None) or ())
+                 if r is not None and r.source in ("mixture", "pooled")
+                 and r.draws is not None
+                 and not last.get(i, "").startswith("mixis_focused")), None)
 
 
 def _steps_per_draw(fit, depth) -> float | None:
@@ -539,12 +528,12 @@ class FocusedMixIS:
     def first_draws(self, ctx, rows) -> tuple[int, str]:
         """(draws per chain, a note when fewer than ``draws``) of the first fit focused on
         ``rows``: `focus_draws` from the full mixture fit behind ``ctx.result`` (the MixIS
-        stage's, `_mixis_stage_fit`: not an easy-row focus's, whose draws miss these rows'
+        stage's, `_full_mixture`: not an easy-row focus's, whose draws miss these rows'
         components), at most ``draws``; ``draws`` where no row is held from it or its
         observations are not the LOO's."""
         from loo_adapt.core.mixis import mixis_loo
 
-        full = _mixis_stage_fit(ctx.result)
+        full = _full_mixture(ctx.result)
         n = ctx.log_lik.shape[1]
         if full is None or rows.size == 0:
             return self.draws, ""

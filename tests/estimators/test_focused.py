@@ -783,13 +783,13 @@ def test_easy_row_focus_draws_within_one_posterior_fit_of_leapfrog_steps(tmp_pat
 
 
 def test_the_first_focus_is_sized_from_the_mixis_stages_fit_not_the_easy_focus():
-    """`_mixis_stage_fit` finds the fit the MixIS stage used through a row it still holds:
+    """`_full_mixture` finds the fit the MixIS stage used through a row it still holds:
     after an easy-row focus re-estimated most rows from its own fit (draws near the
     posterior, missing the hard rows' components), the full mixture's draws are still the
     ones the hard rows' first focus is sized from; with every row re-estimated since, none."""
     from types import SimpleNamespace
 
-    from loo_adapt.estimators.focused import _mixis_stage_fit
+    from loo_adapt.estimators.focused import _full_mixture
 
     n = 6
     full, easy = object(), object()
@@ -800,14 +800,14 @@ def test_the_first_focus_is_sized_from_the_mixis_stages_fit_not_the_easy_focus()
                 "accepted": np.ones(4, bool)}]
     records = [SimpleNamespace(source="mixture", draws=easy)] * 4 + \
         [SimpleNamespace(source="mixture", draws=full)] * 2
-    got = _mixis_stage_fit(SimpleNamespace(history=history, row_draws=records))
+    got = _full_mixture(SimpleNamespace(history=history, row_draws=records))
     assert got is full
     history[2] = {"estimator": "mixis_focused_easy", "rows": rows, "accepted": np.ones(n, bool)}
     records = [SimpleNamespace(source="mixture", draws=easy)] * n
-    assert _mixis_stage_fit(SimpleNamespace(history=history, row_draws=records)) is None
+    assert _full_mixture(SimpleNamespace(history=history, row_draws=records)) is None
     # a row the easy focus tried but did not accept stays the MixIS stage's
     history[2] = {"estimator": "mixis_focused_easy", "rows": rows,
                   "accepted": np.array([1, 1, 1, 1, 1, 0], bool)}
     records = [SimpleNamespace(source="mixture", draws=easy)] * 5 + \
         [SimpleNamespace(source="mixture", draws=full)]
-    assert _mixis_stage_fit(SimpleNamespace(history=history, row_draws=records)) is full
+    assert _full_mixture(SimpleNamespace(history=history, row_draws=records)) is full
