@@ -163,7 +163,8 @@ def format_summary(result, scale: str = "log") -> str:
             + f"; accepted on k-hat alone (not checked for bias): {n_khat}"
             + f"; not verified: {int(np.sum(result.unreliable))}")
         lines.append("  (certified: adapted and passed the bias checks; mixis_mcse: MixIS (or "
-                     "pooled) MCSE small enough; refit: exact refit)")
+                     "pooled) MCSE small enough, from the mixture fit's own draws: it cannot "
+                     "see a region every chain of that fit missed; refit: exact refit)")
     for note in result.all_notes():
         lines.append(f"Note: {note}.")
     lines.extend(_unreliable_lines(result))
