@@ -16,8 +16,17 @@ truth.  ``--where`` prints, for each refit row, how far the refit's draws of log
 reach below what the posterior draws ever show, and the parameters whose refit mean is
 furthest from the PSIS-reweighted posterior mean (in posterior standard deviations).
 
+``--pick mixis`` refits instead the rows where MixIS, averaged over the benchmark's cached full
+mixture fits (`truth_suite.mixture_fit`, seeds 1-3), is furthest above the truth in combined
+MC errors, and prints that mean beside the refit: a refit that agrees with the truth and not
+with MixIS says the mixture fits, not the truth, carry the error.  ``--adapt-delta``,
+``--warmup`` and ``--seed-base`` (seed ``seed-base + i``) make the refits more careful than
+the truth's.
+
     python benchmarks/easy_rows_refit.py --benchmark rhs_microarray [--rows 3]
         [--backend cmdstan] [--posterior-fits 2] [--where]
+    python benchmarks/easy_rows_refit.py --benchmark rhs_wide_099 --pick mixis --rows 5
+        --adapt-delta 0.999 --draws 4000 --warmup 2000 --seed-base 7000
 """
 
 from __future__ import annotations
@@ -31,9 +40,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import calibration_z, load_benchmark  # noqa: E402
+from truth_suite import calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 import loo_adapt  # noqa: E402
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.core.psis import psislw  # noqa: E402
 from loo_adapt.stan.heldout import heldout_elpd  # noqa: E402
 from loo_adapt.stan.program import StanProgram  # noqa: E402
@@ -56,6 +66,16 @@ def _psis_against_truth(label, draws, truth):
             print(f"{label}: k-hat < {cut}: {m.sum()} rows, mean z {z[m].mean():+.2f}, rms z "
                   f"{np.sqrt(np.mean(z[m] ** 2)):.2f}, summed error {err[m].sum():+.3f}",
                   flush=True)
+
+
+def _mixis_mean(bench, n, seeds=(1, 2, 3)):
+    """MixIS's elpd_i averaged over the cached full mixture fits, and its MC error (n,)."""
+    est, var = np.zeros(n), np.zeros(n)
+    for seed in seeds:
+        r = mixis_loo(mixture_fit(bench, seed)[0].log_lik())
+        est += r.elpd_i / len(seeds)
+        var += r.mcse_elpd_i ** 2 / len(seeds) ** 2
+    return est, np.sqrt(var)
 
 
 def _where(post, fit, program, j, log_lik):
@@ -96,6 +116,12 @@ def main(argv=None):
     parser.add_argument("--posterior-fits", type=int, default=0)
     parser.add_argument("--draws", type=int, default=2000)
     parser.add_argument("--where", action="store_true")
+    parser.add_argument("--pick", choices=("khat", "mixis"), default="khat",
+                        help="rows of lowest PSIS k-hat, or where MixIS is furthest above truth")
+    parser.add_argument("--adapt-delta", type=float, default=None,
+                        help="the refits' adapt_delta (default: the benchmark's)")
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--seed-base", type=int, default=999)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     bench = load_benchmark(args.benchmark)
@@ -115,8 +141,15 @@ def main(argv=None):
     res = loo_adapt.loo(bench.draws, estimator="psis", progress=False).loo_adapt
     log_lik = np.asarray(bench.draws.log_lik()).reshape(-1, res.elpd_i.size)
     k = res.pareto_k
-    for j in [int(i) for i in np.argsort(k) if int(i) in truth][: args.rows]:
-        fit = program.refit_without(j, seed=999 + j, chains=4, draws=args.draws, warmup=1000)
+    order = np.argsort(k)
+    if args.pick == "mixis":
+        mix, mix_se = _mixis_mean(bench, res.elpd_i.size)
+        idx = bench.truth[:, 0].astype(int)
+        z = calibration_z(mix[idx], mix_se[idx], bench.truth[:, 1], bench.truth[:, 2])
+        order = idx[np.argsort(-z)]
+    for j in [int(i) for i in order if int(i) in truth][: args.rows]:
+        fit = program.refit_without(j, seed=args.seed_base + j, chains=4, draws=args.draws,
+                                    warmup=args.warmup, adapt_delta=args.adapt_delta)
         e, se, _ = heldout_elpd(program.heldout_log_lik(fit, j).reshape(fit.shape))
         t, ts = truth[j]
         z = calibration_z(res.elpd_i[j], res.mcse_elpd_i[j], t, ts)
@@ -124,6 +157,13 @@ def main(argv=None):
               f"{res.mcse_elpd_i[j]:.4f}, z {z:+.1f}); truth {t:.4f} ({ts:.4f}); fresh refit "
               f"({label}) {e:.4f} ({se:.4f}), refit - truth z {calibration_z(e, se, t, ts):+.1f}",
               flush=True)
+        if args.pick == "mixis":
+            stats = fit.sample_stats or {}
+            div = int(np.sum(stats["divergent__"])) if "divergent__" in stats else -1
+            print(f"    MixIS, mean of 3 full mixture fits: {mix[j]:.4f} ({mix_se[j]:.4f}), z "
+                  f"{calibration_z(mix[j], mix_se[j], t, ts):+.1f} against the truth, "
+                  f"{calibration_z(mix[j], mix_se[j], e, se):+.1f} against the fresh refit "
+                  f"({div} divergent transitions in it)", flush=True)
         if args.where:
             _where(bench.draws, fit, program, j, log_lik)
 
