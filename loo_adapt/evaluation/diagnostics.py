@@ -66,6 +66,10 @@ def reported_khat(result) -> np.ndarray:
     return np.where(np.isin(method, tuple(NO_KHAT_LABELS)), np.nan, k)
 
 
+#: the title of a Pareto-k table (R loo's)
+_DEFAULT_TITLE = "Pareto k diagnostic values:"
+
+
 @dataclasses.dataclass(frozen=True)
 class ParetoKTable:
     """Rows of a Pareto-k table (R loo's ``pareto_k_table``), printed as R loo prints it.
@@ -104,7 +108,7 @@ class ParetoKTable:
         """Every row in the good bin (R prints one line then)."""
         return int(self.counts[0]) == self.n
 
-    def format(self, title: str = "Pareto k diagnostic values:", digits: int = 1) -> str:
+    def format(self, title: str = _DEFAULT_TITLE, digits: int = 1) -> str:
         """The table as R loo's ``print.pareto_k_table`` lays it out.
 
         Parameters
@@ -117,8 +121,14 @@ class ParetoKTable:
         str
         """
         if self.all_good():
-            return (f"All Pareto k estimates are good (k <= {self.threshold:.2f})."
-                    if self.n else "No observations.")
+            if not self.n:
+                return "No observations."
+            good = f"Pareto k estimates are good (k <= {self.threshold:.2f})."
+            if title == _DEFAULT_TITLE:
+                return "All " + good  # R's one line
+            # under its own title: a table of plain PSIS before the other estimators must
+            # not read as the final one
+            return f"{title} all {good}"
         lab_w = max(len(x) for x in self.labels)
         kind_w = max(len(x) for x in self.kinds)
         head = f"{'':{lab_w}s}  {'':{kind_w}s} {'Count':>6s} {'Pct.':>{digits + 5}s}"

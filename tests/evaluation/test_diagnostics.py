@@ -85,6 +85,29 @@ def test_rows_without_khat_have_bins_of_their_own():
     assert np.isnan(mcse_loo(fixed, threshold=0.5))  # row 1's k-hat 0.9 is above 0.5
 
 
+def test_an_all_good_table_before_the_other_estimators_keeps_its_title():
+    """Every row MixIS's, every plain-PSIS k-hat good: the summary printed R's bare "All
+    Pareto k estimates are good" under the final table, which had none in its good bin; the
+    line now names the plain-PSIS table it is about."""
+    from loo_adapt.evaluation.summary import format_summary
+
+    z = np.zeros(4)
+    res = PointwiseLoo(z - 1, z + 0.1, z - 0.9, z + 0.05, np.array([0.2, 0.4, 0.1, 0.6]), 0.7,
+                       1000, 1.0, method=np.array(["mixis"] * 4),
+                       pareto_k_after=np.full(4, np.nan), diagnostic=np.full(4, 900.0),
+                       reliable=np.ones(4, bool))
+    lines = format_summary(res).splitlines()
+    final = pareto_k_table(res)
+    assert final.counts.tolist() == [0, 0, 0, 4]
+    assert "All Pareto k estimates are good (k <= 0.70)." not in lines
+    assert ("Plain PSIS on the posterior draws, before the other estimators: all Pareto k "
+            "estimates are good (k <= 0.70).") in lines
+    # R's own line for a table of its own, every k-hat good
+    psis = PointwiseLoo(**{**res.__dict__, "method": np.array(["psis"] * 4),
+                           "pareto_k_after": res.pareto_k})
+    assert str(pareto_k_table(psis)) == "All Pareto k estimates are good (k <= 0.70)."
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_failed_comparisons_read_as_failing(seed):
     rng = np.random.default_rng(seed)
