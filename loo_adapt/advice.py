@@ -36,7 +36,8 @@ def next_step(*, had_program: bool, n_unverified: int, cli: bool = False,
         verify (rows resting on PSIS k-hat alone count), not counting ``n_failed``.
     cli : word it for the command line instead of Python.
     n_failed : how many rows lack one because their refit ran and failed (it raised,
-        returned NaN or inf, timed out, lost its worker or did not converge): a larger
+        returned NaN or inf, timed out, lost its worker, did not converge or its held-out
+        likelihood was heavy-tailed, `loo_adapt.stan.heldout.tail_check`): a larger
         ``max_refits`` is not suggested for them.
 
     Returns
@@ -70,11 +71,13 @@ def _failed_step(n_failed: int, cli: bool) -> str:
         return ""
     rows = "1 row" if n_failed == 1 else f"{n_failed} rows"
     fix = "the program or its data" if cli else (
-        "the program or its data, or refit_kwargs['timeout'] where a refit timed out")
+        "the program or its data, refit_kwargs['timeout'] where a refit timed out")
+    fix += (", or log_lik with the observation's own parameter integrated out where the "
+            "held-out likelihood is heavy-tailed")
     budget = "--max-refits" if cli else "max_refits"
     return (f"the refits of {rows} failed (their reasons say how: an error, NaN or inf, a "
-            f"timeout, a lost worker, no convergence), which a larger {budget} does not "
-            f"mend: fix the cause ({fix}) and rerun")
+            f"timeout, a lost worker, no convergence, a heavy-tailed held-out likelihood), "
+            f"which a larger {budget} does not mend: fix the cause ({fix}) and rerun")
 
 
 def next_call(*, had_program: bool, n_unverified: int, cli: bool = False) -> str:
@@ -107,7 +110,7 @@ def refit_outcomes(result) -> np.ndarray:
         "" (no refit was tried, or it verified the row), "budget" (the refit limits left
         the row out: a larger ``max_refits`` / ``max_seconds`` would refit it) or "failed"
         (the refit ran and failed: it raised, returned NaN or inf, timed out, lost its
-        worker or did not converge).
+        worker, did not converge or its held-out likelihood was heavy-tailed).
     """
     from loo_adapt.estimators.refit import BUDGET
 

@@ -31,7 +31,14 @@ from scipy.special import logsumexp
 from loo_adapt.core._callable import make_module_callable
 from loo_adapt.draws import Draws
 from loo_adapt.stan import pool as _pool
-from loo_adapt.stan.heldout import _as_chains, _Job, _n_divergent, convergence_check, heldout_elpd
+from loo_adapt.stan.heldout import (
+    _as_chains,
+    _Job,
+    _n_divergent,
+    convergence_check,
+    heldout_elpd,
+    tail_check,
+)
 from loo_adapt.stan.refit import (
     _check_int,
     _check_seconds,
@@ -349,6 +356,7 @@ def kfold(
             elpd[r], mcse[r], ess[r] = heldout_elpd(ll[j])
             reason, _, _ = convergence_check(ll[j], out["n_divergent"] if j == 0 else -1,
                                              max_rhat=max_rhat, min_ess=min_ess)
+            reason = "; ".join(x for x in (reason, tail_check(ll[j], ess[r])[0]) if x)
             if reason:
                 reasons.append(f"row {int(r)}: {reason}")
         reason = "; ".join(reasons[:3]) if check_convergence else ""

@@ -269,3 +269,28 @@ def test_kfold_folds_run_on_the_workers_of_a_dask_cluster(tmp_path):
     fold_pids = {int(f.name.split("_")[0]) for f in tmp_path.iterdir()}
     assert len(list(tmp_path.iterdir())) == 4
     assert fold_pids <= worker_pids and os.getpid() not in fold_pids
+
+
+class _OwnParameterRefit:
+    """Row 0's held-out draws as those of an observation with a parameter of its own drawn
+    from its prior (y = 75, theta = mu + tau * eta, tau rarely large): heavy-tailed."""
+
+    def __call__(self, rows, seed):
+        rng = np.random.default_rng(seed)
+        out = np.empty((4, 1000, len(rows)))
+        for j, r in enumerate(rows):
+            tau = 3.0 * np.exp(0.5 * rng.normal(size=(4, 1000)))
+            theta = rng.normal(5.0, 2.0, size=(4, 1000)) + tau * rng.normal(size=(4, 1000))
+            out[..., j] = stats.norm.logpdf(75.0 if r == 0 else 5.0, theta, 10.0)
+        return out
+
+
+def test_a_fold_with_a_heavy_tailed_heldout_likelihood_is_not_verified():
+    res = kfold(refit_fn=_OwnParameterRefit(), n_obs=6, K=3, seed=2, n_jobs=1,
+                log_lik=np.full((200, 6), np.log(0.02)), progress=False)
+    pl = res.loo_adapt
+    folds = res.kfold["folds"]
+    bad = folds == folds[0]
+    assert not pl.reliable[0]
+    assert pl.reliable[~bad].all()
+    assert "heavy-tailed held-out likelihood" in res.kfold["fold_reason"][folds[0]]

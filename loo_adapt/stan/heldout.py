@@ -9,6 +9,14 @@ error is ``sd(exp(ll)) / (mean(exp(ll)) sqrt(ESS))``, computed as ``sd(r) / sqrt
 ``r_s = exp(ll_s - elpd_i)`` (no overflow), and ESS of ``exp(ll)`` over the refit's chains
 (R loo's estimator, :func:`loo_adapt.core.ess.relative_eff`), widened for the skew of ``r``
 (:func:`loo_adapt.core.skew.skew_inflation`).
+
+The tail of the held-out likelihood (`tail_check`).  That mean is a plain Monte Carlo mean
+of ``exp(ll)``; where ``exp(ll)`` has a heavy right tail over the refit's draws, the mean
+(and the MCSE the delta method gives it) is unreliable however well the refit converged.
+The check is PSIS's: the Pareto k-hat of ``exp(ll)`` (R loo's tail length with the refit's
+relative ESS) above ``min(1 - 1 / log10(S), 0.7)`` fails the refit.  A parameter of
+observation i's own (a varying effect of its group, a latent value), drawn from its prior
+when i is left out, is the common cause: the fix is to integrate it out of ``log_lik``.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,9 +33,11 @@ from scipy.special import logsumexp
 from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import relative_eff
 from loo_adapt.core.ess_split import ess_bulk, rhat_rank
+from loo_adapt.core.fmt import comparison
+from loo_adapt.core.psis import MIN_DRAWS, pareto_k_threshold, pareto_khat
 from loo_adapt.core.skew import skew_inflation
 
-__all__ = ["heldout_elpd", "convergence_check"]
+__all__ = ["heldout_elpd", "convergence_check", "tail_check"]
 
 _WRAPPER_METHODS = ("sel_observations", "sample", "get_inference_data", "log_likelihood__i")
 
@@ -69,6 +80,50 @@ def heldout_elpd(log_lik) -> tuple[float, float, float]:
     mcse = float(np.sqrt(np.var(r, ddof=1) / ess))
     mcse *= float(skew_inflation((r.reshape(-1) - 1.0)[:, None], np.array([ess]))[0])
     return elpd, mcse, ess
+
+
+def tail_check(log_lik, ess: float | None = None) -> tuple[str, float]:
+    """Is the mean of the held-out likelihood over a refit's draws to be trusted?
+
+    Parameters
+    ----------
+    log_lik : held-out log-likelihood draws, (S,) or (chains, draws).
+    ess : ESS of ``exp(log_lik)`` (`heldout_elpd`'s third value); None: the draws' own.
+
+    Returns
+    -------
+    (reason, khat) : reason is "" when the Pareto k-hat of ``exp(log_lik)`` is at most
+        `loo_adapt.core.psis.pareto_k_threshold` of the draws, else what failed; khat is
+        NaN with fewer than `loo_adapt.core.psis.MIN_DRAWS` draws or a constant likelihood
+        (no tail to fit: the check passes).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> tail_check(rng.normal(-1.0, 0.3, size=(4, 1000)))[0]
+    ''
+    >>> theta = rng.normal(5.0, 15.0, size=4000)  # y = 75 far out in theta's prior
+    >>> tail_check(-0.5 * ((75.0 - theta) / 10.0) ** 2)[0][:32]
+    'heavy-tailed held-out likelihood'
+    """
+    ll = _as_chains(log_lik).reshape(-1)
+    S = ll.size
+    finite = ll[np.isfinite(ll)]
+    if S < MIN_DRAWS or finite.size == 0 or np.ptp(finite) == 0:
+        return "", float("nan")
+    if ess is None:
+        ess = float(relative_eff(_as_chains(log_lik)[:, :, None], log=True)[0] * S)
+    r_eff = min(max(float(ess) / S, 1.0 / S), 1.0) if np.isfinite(ess) else 1.0
+    with warnings.catch_warnings():  # the reason below says what a large k-hat means here
+        warnings.simplefilter("ignore")
+        k = float(pareto_khat(ll, r_eff))
+    bound = pareto_k_threshold(S)
+    if not k <= bound:
+        return (f"heavy-tailed held-out likelihood: {comparison('Pareto k-hat', k, '>', bound)} "
+                "over the refit's draws, so their mean of p(y_i | theta) is unreliable (a "
+                "parameter of this observation's own, drawn from its prior without it, does "
+                "this: integrate it out of log_lik)"), k
+    return "", k
 
 
 # --------------------------------------------------------------------------------------------

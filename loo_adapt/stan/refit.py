@@ -52,7 +52,14 @@ import numpy as np
 
 from loo_adapt.result import observation_label
 from loo_adapt.stan import pool as _pool
-from loo_adapt.stan.heldout import _check_refit_fn, _Job, _run, convergence_check, heldout_elpd
+from loo_adapt.stan.heldout import (
+    _check_refit_fn,
+    _Job,
+    _run,
+    convergence_check,
+    heldout_elpd,
+    tail_check,
+)
 from loo_adapt.stan.refit_result import TIME_BUDGET, RefitResult
 
 __all__ = ["RefitResult", "refit_loo", "heldout_elpd", "convergence_check"]
@@ -284,9 +291,12 @@ def refit_loo(
         elpd, mcse, ess = heldout_elpd(ll)
         conv_reason, rhat, essb = convergence_check(
             ll, out["n_divergent"], max_rhat=max_rhat, min_ess=min_ess)
-        reason = reason or (conv_reason if check_convergence else "")
+        tail_reason, khat = tail_check(ll, ess)
+        if check_convergence and not reason:
+            reason = "; ".join(r for r in (conv_reason, tail_reason) if r)
         res.elpd_i[pos], res.mcse_elpd_i[pos], res.ess[pos] = elpd, mcse, ess
         res.rhat[pos], res.ess_bulk[pos] = rhat, essb
+        res.pareto_k[pos] = khat
         res.n_divergent[pos] = out["n_divergent"]
         res.seconds[pos] = out["seconds"]
         res.refitted[pos] = True

@@ -28,10 +28,14 @@ class RefitResult:
     reliable : the refit finished and passed the convergence check.
     reason : why a row is not reliable ("" where it is): the failure, the timeout, the
         convergence check, or the limit that left it out.
-    status : "ok", "unconverged" (an estimate, not verified), "error", "timeout", "died",
+    status : "ok", "unconverged" (an estimate that failed the convergence or the tail
+        check: not verified), "error", "timeout", "died",
         "skipped" (left out by max_refits / max_seconds).
     ess : effective sample size of exp(held-out log-lik) across the refit's chains.
     rhat, ess_bulk, n_divergent : the convergence diagnostics (NaN / -1 where unknown).
+    pareto_k : Pareto k-hat of exp(held-out log-lik) over the refit's draws
+        (`loo_adapt.stan.heldout.tail_check`; NaN where unknown): above the threshold the
+        refit's mean is unreliable and the row is not verified.
     loo_prob : P(y_i = 1 | y_-i) for a binary outcome, else NaN.
     seconds : wall time of each refit (measured in its worker).
     seeds : seed of each refit (-1 where not refitted).
@@ -75,6 +79,7 @@ class RefitResult:
     wall_seconds: float = 0.0
     startup_seconds: float = 0.0
     rerun: np.ndarray | None = None
+    pareto_k: np.ndarray | None = None
 
     def __post_init__(self):
         k = len(self.indices)
@@ -86,7 +91,7 @@ class RefitResult:
             self.reason = np.full(k, "", dtype=object)
         if self.status is None:
             self.status = np.where(self.refitted, "ok", "skipped").astype(object)
-        for name in ("rhat", "ess_bulk"):
+        for name in ("rhat", "ess_bulk", "pareto_k"):
             if getattr(self, name) is None:
                 setattr(self, name, np.full(k, np.nan))
         if self.n_divergent is None:

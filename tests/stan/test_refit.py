@@ -636,3 +636,83 @@ def test_cmdstan_refits_compile_once_and_fit_the_cores(monkeypatch):
     assert res.workers * max(res.parallel_chains, 1) <= available_cores()
     tol = 4.0 * np.sqrt(res.mcse_elpd_i**2 + truth[[46, 2], 2] ** 2) + 0.01
     assert np.all(np.abs(res.elpd_i - truth[[46, 2], 1]) < tol)
+
+
+# An observation with a parameter of its own, theta = mu + tau * eta, left out: its refit
+# draws eta from the prior, so p(y | theta) = N(y | theta, 10) is large only in the rare draws
+# where tau is large.  mu ~ N(5, 2), tau ~ logN(log 3, 0.5), y = 75: the exact held-out
+# density is the integral over tau of N(y | 5, sqrt(4 + tau^2 + 100)), by quadrature.
+def _own_parameter_heldout(seed, shape=(4, 1000), y=75.0):
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(5.0, 2.0, size=shape)
+    tau = 3.0 * np.exp(0.5 * rng.normal(size=shape))
+    return stats.norm.logpdf(y, mu + tau * rng.normal(size=shape), 10.0)
+
+
+def _own_parameter_exact(y=75.0):
+    from scipy import integrate
+
+    def f(t):
+        return stats.norm.pdf(y, 5.0, np.sqrt(4.0 + t**2 + 100.0)) * stats.lognorm.pdf(
+            t, 0.5, scale=3.0)
+
+    return float(np.log(integrate.quad(f, 0.0, 2000.0, points=[3.0, 30.0, 100.0],
+                                       limit=400, epsabs=0.0, epsrel=1e-10)[0]))
+
+
+def test_tail_check_fails_refits_whose_mean_misses_the_heldout_density():
+    """The plain mean over such a refit's draws misses the quadrature value by more than 3
+    of its own MCSEs in most seeds (the MCSE cannot see the draws it lacks); the Pareto k-hat
+    of exp(ll) fails every one of them."""
+    exact = _own_parameter_exact()
+    missed = 0
+    for seed in range(10):
+        ll = _own_parameter_heldout(seed)
+        elpd, mcse, ess = heldout_elpd(ll)
+        missed += abs(elpd - exact) > 3 * mcse
+        reason, khat = heldout_mod.tail_check(ll, ess)
+        assert khat > 0.7 and reason.startswith("heavy-tailed held-out likelihood"), khat
+        assert "integrate it out of log_lik" in reason
+    assert missed >= 5, missed
+
+
+def test_tail_check_passes_bounded_heldout_likelihoods():
+    """Held-out Bernoulli likelihoods (p <= 1) of a logit N(-2, 1), either outcome, and a
+    normal likelihood whose parameter the data pin: the check passes and the estimates stay
+    within 3 MCSEs of the quadrature value."""
+    from scipy import integrate
+    from scipy.special import expit
+
+    def exact(f):
+        return float(np.log(integrate.quad(lambda x: f(x) * stats.norm.pdf(x, -2.0, 1.0),
+                                           -12.0, 8.0, epsabs=0.0, epsrel=1e-10)[0]))
+
+    cases = [(lambda x: np.log(expit(x)), exact(expit)),
+             (lambda x: np.log(expit(-x)), exact(lambda x: expit(-x))),
+             (lambda x: stats.norm.logpdf(0.5, x, 1.0),
+              float(stats.norm.logpdf(0.5, -2.0, np.sqrt(2.0))))]
+    for seed in range(10):
+        x = np.random.default_rng(100 + seed).normal(-2.0, 1.0, size=(4, 1000))
+        for ll_of, value in cases:
+            ll = ll_of(x)
+            elpd, mcse, ess = heldout_elpd(ll)
+            reason, khat = heldout_mod.tail_check(ll, ess)
+            assert reason == "" and khat <= 0.7, (seed, khat)
+            assert abs(elpd - value) < 3 * mcse
+
+
+def _own_parameter_refit(i, seed):  # module level: refit_loo may send it to a worker
+    return _own_parameter_heldout(seed) if i == 1 else _own_parameter_heldout(seed, y=5.0)
+
+
+def test_refit_with_a_heavy_tailed_heldout_likelihood_is_not_verified():
+    res = refit_loo([0, 1], refit_fn=_own_parameter_refit, n_jobs=1, seed=3,
+                    progress=False)
+    assert res.refitted.all()
+    assert res.reliable.tolist() == [True, False]
+    assert res.reason[1].startswith("heavy-tailed held-out likelihood: Pareto k-hat")
+    assert res.pareto_k[1] > 0.7 and res.pareto_k[0] <= 0.7
+    est = res.to_estimate()
+    assert est.verified_by.tolist() == ["refit", ""]
+    # the verified row is right: N(5 | 5, sqrt(4 + tau^2 + 100)) integrated over tau
+    assert abs(res.elpd_i[0] - _own_parameter_exact(y=5.0)) < 3 * res.mcse_elpd_i[0]
