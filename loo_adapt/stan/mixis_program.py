@@ -8,7 +8,8 @@ carry the flag; :func:`add_mixis_flag` writes it into a user's program: the stat
 generated quantities that ``log_lik`` depends on (sliced out of loops and local blocks by
 :mod:`loo_adapt.stan.stan_source`; ``y_rep`` and other quantities stay behind) are copied
 into the model block under ``if (mixis) { ... }`` with every copied name prefixed, so
-``mixis = 0`` leaves the log density exactly as it was. The data block gains ``mixis``,
+``mixis = 0`` leaves the log density exactly as it was (a ``log_lik`` declared in
+transformed parameters is used where it stands). The data block gains ``mixis``,
 ``mixis_n_rows`` and ``mixis_rows`` (``FLAG_LINES``; a mixture over the rows
 ``mixis_rows``, or every row when ``mixis_n_rows = 0``) and the model block ends with
 ``TARGET_LINE``.
@@ -147,6 +148,9 @@ def _rewrite(code: str, log_lik: str) -> str:
             f"the mixture-IS data flag, else rename them")
     try:
         blks = _src.blocks(masked)
+        tp = _transformed_parameter(masked, blks, log_lik)
+        if tp is not None:
+            return _rewrite_transformed(code, masked, blks, idents, log_lik, *tp)
         if "generated quantities" not in blks:
             raise MixisProgramError(
                 f"the program has no generated quantities block computing {log_lik!r}; "
@@ -170,22 +174,14 @@ def _rewrite(code: str, log_lik: str) -> str:
             raise MixisProgramError(
                 f"{log_lik!r} depends on random numbers (_rng) in generated quantities: "
                 f"`{' '.join(piece.split())}`; {_howto(log_lik)}")
-    text = " ".join(pieces)
-    users = _density_functions(masked, blks)
-    if not _DENSITY.search(text) and not any(re.search(rf"\b{f}\s*\(", text) for f in users):
-        raise MixisProgramError(
-            f"{log_lik!r} is not computed from *_lpmf / *_lpdf statements in generated "
-            f"quantities (directly, in a user function, or in closed form with log, "
-            f"log1p_exp, lgamma, ...); {_howto(log_lik)}")
+    _check_density(masked, blks, " ".join(pieces), log_lik, "generated quantities")
 
     # every name the copy declares is prefixed (no clash with model-block locals)
     names = {n for st in kept for n in st.declares}
     prefix = "mixis_"
     while any(name.startswith(prefix) for name in idents):
         prefix = "mixis" + prefix
-    local = "log_lik_local"
-    while local in idents:
-        local = prefix + local
+    local = _local_name(idents, prefix)
     rename = re.compile(r"(?<![\w.])(" + "|".join(sorted(map(re.escape, names))) + r")\b")
     top_level = set(stmts)
 
@@ -208,11 +204,68 @@ def _rewrite(code: str, log_lik: str) -> str:
         f"  {target}",
         "",
     ])
+    return _insert(code, blks, addition)
+
+
+def _check_density(masked: str, blks: dict, text: str, log_lik: str, block: str) -> None:
+    """Refuse a ``log_lik`` whose statements (``text``) evaluate no density."""
+    users = _density_functions(masked, blks)
+    if not _DENSITY.search(text) and not any(re.search(rf"\b{f}\s*\(", text) for f in users):
+        raise MixisProgramError(
+            f"{log_lik!r} is not computed from *_lpmf / *_lpdf statements in {block} "
+            f"(directly, in a user function, or in closed form with log, log1p_exp, lgamma, "
+            f"...); {_howto(log_lik)}")
+
+
+def _local_name(idents: set, prefix: str = "mixis_") -> str:
+    """The model-block local holding the pointwise log-likelihood, clashing with no name."""
+    local = "log_lik_local"
+    while local in idents:
+        local = prefix + local
+    return local
+
+
+def _transformed_parameter(masked: str, blks: dict, log_lik: str):
+    """(statements, declaration) where ``log_lik`` is a top-level transformed parameter
+    (the model block sees it, so nothing need be copied), else None."""
+    if "transformed parameters" not in blks:
+        return None
+    _, t_open, t_end = blks["transformed parameters"]
+    stmts = _src.parse(masked, t_open + 1, t_end - 1)
+    top = [st for st in stmts if st.kind == "decl" and log_lik in st.declares]
+    return (stmts, top[0]) if top else None
+
+
+def _rewrite_transformed(code: str, masked: str, blks: dict, idents: set, log_lik: str,
+                         stmts, decl) -> str:
+    """The rewrite of a program whose ``log_lik`` is a transformed parameter: the model block
+    ends with the target line over it (a local copy as a vector), the data block gains the
+    flags."""
+    size = _size(_src.text_of(masked, decl), log_lik)
+    kept = _src.slice_statements(masked, stmts, log_lik)
+    text = " ".join(_src.text_of(masked, st) if st.kind in ("decl", "simple")
+                    else masked[st.head[0]:st.head[1]] if st.head else "" for st in kept)
+    _check_density(masked, blks, text, log_lik, "transformed parameters")
+    local = _local_name(idents)
+    addition = "\n".join([
+        "  // mixture-IS proposal (Silva & Zanella 2023), written by loo_adapt: with mixis = 1,",
+        f"  // target += log_sum_exp(-{log_lik}) over all rows or the rows mixis_rows",
+        f"  vector[{size}] {local} = to_vector({log_lik});",
+        f"  {TARGET_LINE.replace('log_lik_local', local)}",
+        "",
+    ])
+    return _insert(code, blks, addition)
+
+
+def _insert(code: str, blks: dict, addition: str) -> str:
+    """``code`` with ``addition`` at the end of its model block (a new model block if it has
+    none) and the flag lines at the end of its data block."""
     edits = []  # (position, text), applied back to front
     if "model" in blks:
         edits.append((blks["model"][2] - 1, addition))
-    else:
-        edits.append((blks["generated quantities"][0], "model {\n" + addition + "}\n"))
+    else:  # a model block goes before generated quantities, or at the end
+        at = blks["generated quantities"][0] if "generated quantities" in blks else len(code)
+        edits.append((at, "model {\n" + addition + "}\n"))
     flags = "".join(f"  {line}\n" for line in FLAG_LINES)
     if "data" in blks:
         edits.append((blks["data"][2] - 1, flags))
@@ -239,15 +292,18 @@ def add_mixis_flag(code: str, log_lik: str = "log_lik", *, use_stanc: bool | Non
     Generated quantities are unchanged, and with ``mixis = 0`` the log density is the
     original program's. The log-likelihood may be computed by user functions (including
     user ``_lpdf`` / ``_lpmf`` functions built on ``_lupdf`` / ``_lupmf``), from transformed
-    data and transformed parameters, element-wise or in one vectorised assignment.
+    data and transformed parameters, element-wise or in one vectorised assignment.  Where
+    ``log_lik`` is itself a top-level transformed parameter (the model block sees it, and
+    often sums it into the target), nothing is copied: the model block ends with
+    ``log_lik_local = to_vector(log_lik)`` and ``TARGET_LINE``.
 
     Parameters
     ----------
     code : str
         Stan program text.
     log_lik : str
-        Name of the generated quantity holding the pointwise log-likelihood (a vector or a
-        one-dimensional array).
+        Name of the generated quantity (or transformed parameter) holding the pointwise
+        log-likelihood (a vector or a one-dimensional array).
     use_stanc : bool or None
         None: rewrite the text as written and, when that fails and a ``stanc`` is found
         (:func:`loo_adapt.stan.stanc.find_stanc`), the program as ``stanc --print-canonical``
@@ -271,7 +327,8 @@ def add_mixis_flag(code: str, log_lik: str = "log_lik", *, use_stanc: bool | Non
     ------
     MixisProgramError
         When the program already uses the name ``mixis``, uses ``#include``, has no
-        top-level generated quantity ``log_lik``, computes it without a density
+        top-level generated quantity or transformed parameter ``log_lik``, computes it
+        without a density
         (``*_lpmf`` / ``*_lpdf``, directly or in a user function) or from random numbers
         (``_rng``), or the rewrite does not compile (e.g. a data-only function argument
         computed from parameters); the message gives the lines to add by hand. When the

@@ -145,6 +145,33 @@ generated quantities {
 }
 """
 
+# log_lik as a transformed parameter the model block sums (no copy needed: the model block
+# sees it), with a y_rep in generated quantities
+LOGISTIC_TRANSFORMED = """
+data {
+  int<lower=1> N;
+  int<lower=1> D;
+  matrix[N, D] X;
+  array[N] int<lower=0, upper=1> y;
+}
+parameters {
+  real alpha;
+  vector[D] beta;
+}
+transformed parameters {
+  vector[N] log_lik;
+  for (n in 1:N) log_lik[n] = bernoulli_logit_lpmf(y[n] | alpha + X[n] * beta);
+}
+model {
+  alpha ~ normal(0, 2.5);
+  beta ~ normal(0, 1);
+  target += sum(log_lik);
+}
+generated quantities {
+  array[N] int y_rep = bernoulli_logit_rng(alpha + X * beta);
+}
+"""
+
 
 def _linreg_ll(theta, data):
     D = data["D"]
@@ -177,8 +204,9 @@ def _density(path, data, mixis=None):
 @pytest.mark.parametrize(
     "code, kind, loglik",
     [(LINREG_LOOP, "linreg", _linreg_ll), (LINREG_VECTORISED, "linreg", _linreg_ll),
-     (LOGISTIC_LOCAL_BLOCK, "logistic", _logistic_ll)],
-    ids=["loop", "vectorised", "local-block"],
+     (LOGISTIC_LOCAL_BLOCK, "logistic", _logistic_ll),
+     (LOGISTIC_TRANSFORMED, "logistic", _logistic_ll)],
+    ids=["loop", "vectorised", "local-block", "transformed-parameter"],
 )
 def test_with_mixis_adds_exactly_log_sum_exp_of_minus_log_lik(tmp_path, code, kind, loglik):
     path = tmp_path / "user.stan"
@@ -353,3 +381,10 @@ def test_loo_does_mixis_from_a_program_built_from_the_family():
     assert abs(rows.elpd_i.sum() - truth[:, 1].sum()) < 3 * combined
     # PSIS on the same posterior draws is off by 2.4 (README of the truth files)
     assert abs(rows.elpd_i.sum() - truth[:, 1].sum()) < 1.0
+
+
+def test_a_transformed_parameter_log_lik_without_a_density_is_refused():
+    code = LOGISTIC_TRANSFORMED.replace(
+        "bernoulli_logit_lpmf(y[n] | alpha + X[n] * beta)", "-square(alpha + X[n] * beta)")
+    with pytest.raises(MixisProgramError, match="statements in transformed parameters"):
+        add_mixis_flag(code)
