@@ -135,6 +135,8 @@ CORPUS = {
     "schools_known_tau": ("log_lik sized by J, no N in the data", _schools_tau),
     "centred_groups": ("log_lik per group filled with += over a group index, sized by J "
                        "while the data also has N", _group_index),
+    "transformed_loglik": ("log_lik a transformed parameter the model block sums, y_rep in "
+                           "generated quantities", _logistic),
 }
 
 
@@ -159,7 +161,7 @@ def test_rewrite_adds_exactly_log_sum_exp_of_minus_log_lik(tmp_path, name, use_s
     for line in FLAG_LINES + (TARGET_LINE,):
         assert line in flagged
     # the copy is no reason to draw random numbers in the model block
-    model = flagged[flagged.index("log_lik_local;"):flagged.index(TARGET_LINE)]
+    model = flagged[flagged.index("log_lik_local"):flagged.index(TARGET_LINE)]
     assert "_rng" not in model
     path = tmp_path / f"{name}_mixis.stan"
     path.write_text(flagged)
