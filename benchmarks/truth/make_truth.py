@@ -9,7 +9,9 @@ log-likelihood log p(y_i | theta_s) at the refit's draws, and record
 - ``p_loo_y1``  = mean_s P(y_i = 1 | theta_s).
 
 Each finished fold is appended to ``<name>.checkpoint.jsonl`` (with seed, seconds, ESS, the
-spread of the per-chain estimates and the divergences), so a rerun resumes where it stopped;
+spread of the per-chain estimates, the divergences and the Pareto k-hat of p(y_i | theta)
+over the refit's draws, ``khat``: above 1 the fold's mean is not to be trusted and a line
+says so, `loo_adapt.stan.heldout.tail_check`), so a rerun resumes where it stopped;
 once every fold is there ``<name>.csv`` is written with the columns of
 ``tests/data/cmdstan/truth/*.csv``.  The data are simulated from a fixed seed and written to
 ``<name>.data.json`` on first use (an existing data file is used as is).
@@ -43,6 +45,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(ROOT))
 
 from loo_adapt.stan import backends  # noqa: E402
+from loo_adapt.stan.heldout import tail_check  # noqa: E402
 from loo_adapt.stan.program import StanProgram  # noqa: E402
 from loo_adapt.stan.refit import heldout_elpd  # noqa: E402
 
@@ -272,6 +275,9 @@ def run_fold(name: str, i: int, attempt: int = 0) -> dict:
     ll = program.heldout_log_lik(fit, i).reshape(fit.shape)  # (chains, draws)
     seconds = time.perf_counter() - t0
     elpd, mcse, ess = heldout_elpd(ll)
+    tail, khat = tail_check(ll, ess)
+    if tail:  # a truth is only as good as its mean: say so beside the fold's record
+        print(f"{name} fold {i}: {tail}", flush=True)
     chain_elpd = logsumexp(ll, axis=1) - math.log(ll.shape[1])
     p_obs = math.exp(elpd)
     y_i = int(program.data["y"][i])
@@ -282,7 +288,7 @@ def run_fold(name: str, i: int, attempt: int = 0) -> dict:
         "p_loo_y1": p_obs if y_i == 1 else 1.0 - p_obs, "ess": ess,
         "chain_se": float(np.std(chain_elpd, ddof=1) / math.sqrt(len(chain_elpd))),
         "chains": int(ll.shape[0]), "draws": int(ll.shape[1]), "divergent": divergent,
-        "seconds": seconds,
+        "seconds": seconds, "khat": khat,
     }
 
 
