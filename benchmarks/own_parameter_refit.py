@@ -15,7 +15,10 @@ rare draws with a large tau: the refit's plain mean of p(y | theta) misses.  The
 4. a refit that passes at k-hat above PSIS's 0.7: the Poisson regression of
    `tests/stan/test_own_program.py` (n = 40, one count of 18 where about 2 is expected):
    ten refits of that row (4 x 1000 draws) with their k-hat, elpd, MCSE and z against one
-   refit of 4 x 25,000 draws.
+   refit of 4 x 25,000 draws;
+5. a far outlier the check fails although its refits are right within their MCSEs: a
+   negative-binomial regression with five varying intercepts (n = 40, one count of 60 where
+   about 3 is expected), eight refits of that row against one of 4 x 25,000 draws.
 
     python benchmarks/own_parameter_refit.py
 """
@@ -97,6 +100,7 @@ def main():
               f"{pw.mcse_elpd_i[OUTLIER]:.3f}), {pw.method[OUTLIER]}, verified "
               f"{bool(pw.reliable[OUTLIER])}: {pw.reason[OUTLIER]}")
     poisson()
+    negbin()
 
 
 def poisson():
@@ -128,6 +132,60 @@ def poisson():
         z.append((e - ref) / np.hypot(m, ref_se))
         print(f"  refit seed {seed}: {e:.3f} (MCSE {m:.3f}), k-hat {k:.2f}, z {z[-1]:+.2f}")
     print(f"  rms z {np.sqrt(np.mean(np.square(z))):.2f}")
+
+
+NEGBIN = """
+data { int<lower=1> N; int<lower=1> J; array[N] int<lower=1, upper=J> g; vector[N] x;
+       array[N] int<lower=0> y; }
+parameters { real mu0; real beta; real<lower=0> tau; vector[J] z; real<lower=0> phi; }
+transformed parameters { vector[J] u = tau * z; }
+model {
+  mu0 ~ normal(0, 2); beta ~ normal(0, 1); tau ~ normal(0, 1); z ~ std_normal();
+  phi ~ gamma(2, 0.5);
+  y ~ neg_binomial_2_log(mu0 + u[g] + beta * x, phi);
+}
+generated quantities {
+  vector[N] log_lik;
+  for (n in 1:N) log_lik[n] = neg_binomial_2_log_lpmf(y[n] | mu0 + u[g[n]] + beta * x[n], phi);
+}
+"""
+
+
+def negbin():
+    from loo_adapt import StanProgram
+    from loo_adapt.stan.heldout import heldout_elpd, tail_check
+
+    rng = np.random.default_rng(5)
+    N, J = 40, 5
+    g = rng.integers(1, J + 1, size=N)
+    x = rng.normal(size=N)
+    u = rng.normal(scale=0.5, size=J)
+    m = np.exp(1 + u[g - 1] + 0.5 * x)
+    y = rng.negative_binomial(5, 5 / (5 + m))
+    y[7] = 60
+    with tempfile.TemporaryDirectory() as tmp:
+        stan = Path(tmp) / "negbin.stan"
+        stan.write_text(NEGBIN)
+        program = StanProgram(stan, {"N": N, "J": J, "g": g.tolist(), "x": x.tolist(),
+                                     "y": y.tolist()}, backend="stanli")
+
+        def refit(seed, draws):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = program.refit_without(7, seed=seed, draws=draws)
+            ll = program.heldout_log_lik(fit, 7).reshape(4, -1)
+            e, m_, ess = heldout_elpd(ll)
+            return e, m_, tail_check(ll, ess)[1]
+
+        ref, ref_se, ref_k = refit(999, 25000)
+        print(f"negative binomial, count 60, row 7: reference refit 4 x 25000: {ref:.3f} "
+              f"(MCSE {ref_se:.3f}), k-hat {ref_k:.2f}")
+        z = []
+        for seed in range(7, 87, 10):
+            e, m_, k = refit(seed, 1000)
+            z.append((e - ref) / np.hypot(m_, ref_se))
+            print(f"  refit seed {seed}: {e:.3f} (MCSE {m_:.3f}), k-hat {k:.2f}, z {z[-1]:+.2f}")
+        print(f"  rms z {np.sqrt(np.mean(np.square(z))):.2f}")
 
 
 if __name__ == "__main__":

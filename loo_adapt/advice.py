@@ -72,8 +72,9 @@ def _failed_step(n_failed: int, cli: bool) -> str:
     rows = "1 row" if n_failed == 1 else f"{n_failed} rows"
     fix = "the program or its data" if cli else (
         "the program or its data, refit_kwargs['timeout'] where a refit timed out")
-    fix += (", or log_lik with the observation's own parameter integrated out where the "
-            "held-out likelihood is heavy-tailed")
+    fix += (", or, for a heavy-tailed held-out likelihood, log_lik with a parameter of the "
+            "observation's own integrated out; a far outlier keeps its estimate and MCSE, "
+            "unverified")
     budget = "--max-refits" if cli else "max_refits"
     return (f"the refits of {rows} failed (their reasons say how: an error, NaN or inf, a "
             f"timeout, a lost worker, no convergence, a heavy-tailed held-out likelihood), "
