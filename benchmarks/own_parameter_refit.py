@@ -103,9 +103,32 @@ def main():
     negbin()
 
 
+def refits_against_reference(program, row: int, label: str, seeds) -> None:
+    """Refits of ``row`` (4 x 1000 draws, one per seed) against one of 4 x 25,000: elpd,
+    MCSE, the tail check's k-hat, z, and the rms z."""
+    from loo_adapt.stan.heldout import heldout_elpd, tail_check
+
+    def refit(seed, draws):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = program.refit_without(row, seed=seed, draws=draws)
+        ll = program.heldout_log_lik(fit, row).reshape(4, -1)
+        e, m, ess = heldout_elpd(ll)
+        return e, m, tail_check(ll, ess)[1]
+
+    ref, ref_se, ref_k = refit(999, 25000)
+    print(f"{label}, row {row}: reference refit 4 x 25000: {ref:.3f} (MCSE {ref_se:.3f}), "
+          f"k-hat {ref_k:.2f}")
+    z = []
+    for seed in seeds:
+        e, m, k = refit(seed, 1000)
+        z.append((e - ref) / np.hypot(m, ref_se))
+        print(f"  refit seed {seed}: {e:.3f} (MCSE {m:.3f}), k-hat {k:.2f}, z {z[-1]:+.2f}")
+    print(f"  rms z {np.sqrt(np.mean(np.square(z))):.2f}")
+
+
 def poisson():
     from loo_adapt import StanProgram
-    from loo_adapt.stan.heldout import heldout_elpd, tail_check
 
     stan = Path(__file__).resolve().parents[1] / "tests" / "data" / "poisson" / "poisson_yrep.stan"
     rng = np.random.default_rng(3)
@@ -114,24 +137,7 @@ def poisson():
     y[5] = 18
     program = StanProgram(stan, {"N": 40, "x": x.tolist(), "y": y.tolist()},
                           backend="stanli")
-
-    def refit(seed, draws):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fit = program.refit_without(5, seed=seed, draws=draws)
-        ll = program.heldout_log_lik(fit, 5).reshape(4, -1)
-        e, m, ess = heldout_elpd(ll)
-        return e, m, tail_check(ll, ess)[1]
-
-    ref, ref_se, ref_k = refit(999, 25000)
-    print(f"Poisson count 18, row 5: reference refit 4 x 25000: {ref:.3f} (MCSE {ref_se:.3f}), "
-          f"k-hat {ref_k:.2f}")
-    z = []
-    for seed in range(5, 105, 10):
-        e, m, k = refit(seed, 1000)
-        z.append((e - ref) / np.hypot(m, ref_se))
-        print(f"  refit seed {seed}: {e:.3f} (MCSE {m:.3f}), k-hat {k:.2f}, z {z[-1]:+.2f}")
-    print(f"  rms z {np.sqrt(np.mean(np.square(z))):.2f}")
+    refits_against_reference(program, 5, "Poisson count 18", range(5, 105, 10))
 
 
 NEGBIN = """
@@ -153,7 +159,6 @@ generated quantities {
 
 def negbin():
     from loo_adapt import StanProgram
-    from loo_adapt.stan.heldout import heldout_elpd, tail_check
 
     rng = np.random.default_rng(5)
     N, J = 40, 5
@@ -168,24 +173,7 @@ def negbin():
         stan.write_text(NEGBIN)
         program = StanProgram(stan, {"N": N, "J": J, "g": g.tolist(), "x": x.tolist(),
                                      "y": y.tolist()}, backend="stanli")
-
-        def refit(seed, draws):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fit = program.refit_without(7, seed=seed, draws=draws)
-            ll = program.heldout_log_lik(fit, 7).reshape(4, -1)
-            e, m_, ess = heldout_elpd(ll)
-            return e, m_, tail_check(ll, ess)[1]
-
-        ref, ref_se, ref_k = refit(999, 25000)
-        print(f"negative binomial, count 60, row 7: reference refit 4 x 25000: {ref:.3f} "
-              f"(MCSE {ref_se:.3f}), k-hat {ref_k:.2f}")
-        z = []
-        for seed in range(7, 87, 10):
-            e, m_, k = refit(seed, 1000)
-            z.append((e - ref) / np.hypot(m_, ref_se))
-            print(f"  refit seed {seed}: {e:.3f} (MCSE {m_:.3f}), k-hat {k:.2f}, z {z[-1]:+.2f}")
-        print(f"  rms z {np.sqrt(np.mean(np.square(z))):.2f}")
+        refits_against_reference(program, 7, "negative binomial, count 60", range(7, 87, 10))
 
 
 if __name__ == "__main__":

@@ -119,8 +119,7 @@ generated quantities {
 }
 """
 
-# log_lik as a constrained array, computed inside a local block (the relu1 fixture's pattern)
-LOGISTIC_LOCAL_BLOCK = """
+_LOGISTIC_DATA_PARAMETERS = """
 data {
   int<lower=1> N;
   int<lower=1> D;
@@ -130,7 +129,10 @@ data {
 parameters {
   real alpha;
   vector[D] beta;
-}
+}"""
+
+# log_lik as a constrained array, computed inside a local block (the relu1 fixture's pattern)
+LOGISTIC_LOCAL_BLOCK = _LOGISTIC_DATA_PARAMETERS + """
 model {
   alpha ~ normal(0, 2.5);
   beta ~ normal(0, 1);
@@ -147,17 +149,7 @@ generated quantities {
 
 # log_lik as a transformed parameter the model block sums (no copy needed: the model block
 # sees it), with a y_rep in generated quantities
-LOGISTIC_TRANSFORMED = """
-data {
-  int<lower=1> N;
-  int<lower=1> D;
-  matrix[N, D] X;
-  array[N] int<lower=0, upper=1> y;
-}
-parameters {
-  real alpha;
-  vector[D] beta;
-}
+LOGISTIC_TRANSFORMED = _LOGISTIC_DATA_PARAMETERS + """
 transformed parameters {
   vector[N] log_lik;
   for (n in 1:N) log_lik[n] = bernoulli_logit_lpmf(y[n] | alpha + X[n] * beta);

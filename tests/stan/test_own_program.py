@@ -29,10 +29,11 @@ def _data(n=40, d=3, seed=21):
     return {"N": n, "D": d, "X": X.tolist(), "y": y.tolist()}
 
 
-def test_recommended_call_on_a_users_own_program():
-    data = _data()
-    program = StanProgram(PROGRAM, data, backend="stanli")
-    fit = program.fit(chains=4, warmup=500, draws=500, seed=3)
+def _recommended_call(program, fit_seed):
+    """(fit, PSIS's pointwise result, the recommended call's result) for ``program``: a
+    4 x 500 stanli fit, then plain PSIS and ``loo(fit, program=program)``; every row of the
+    latter verified by MixIS's MCSE or a refit."""
+    fit = program.fit(chains=4, warmup=500, draws=500, seed=fit_seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         psis = loo_adapt.loo(fit, estimator="psis").loo_adapt
@@ -41,6 +42,20 @@ def test_recommended_call_on_a_users_own_program():
     pw = res.loo_adapt
     assert pw.checked_for_bias.all(), pw.reason[~pw.checked_for_bias]
     assert set(pw.method) <= {"mixis", "mixis+psis", "refit"}
+    return fit, psis, res
+
+
+def _agrees_with_psis(pw, psis):
+    """PSIS is easy on these data: the totals agree within their Monte Carlo errors."""
+    se = np.hypot(pw.estimates()["mcse_elpd_loo"], psis.estimates()["mcse_elpd_loo"])
+    assert abs(pw.estimates()["elpd_loo"] - psis.estimates()["elpd_loo"]) < 3 * se
+
+
+def test_recommended_call_on_a_users_own_program():
+    data = _data()
+    program = StanProgram(PROGRAM, data, backend="stanli")
+    fit, psis, res = _recommended_call(program, 3)
+    pw = res.loo_adapt
     # LOO predictive on every row: P(y_i = 1 | y_-i) and exp(elpd_i) = P(observed y_i)
     y = np.asarray(data["y"])
     assert np.isfinite(pw.loo_prob).all()
@@ -49,9 +64,7 @@ def test_recommended_call_on_a_users_own_program():
     np.testing.assert_allclose(np.log(p_obs[rows]), pw.elpd_i[rows], atol=1e-8)
     pit = loo_pit(res, y, "y_rep", draws=fit, seed=1)
     assert np.isfinite(pit.pit).all() and ((pit.pit >= 0) & (pit.pit <= 1)).all()
-    # PSIS is easy here: the totals agree within their Monte Carlo error
-    se = np.hypot(pw.estimates()["mcse_elpd_loo"], psis.estimates()["mcse_elpd_loo"])
-    assert abs(pw.estimates()["elpd_loo"] - psis.estimates()["elpd_loo"]) < 3 * se
+    _agrees_with_psis(pw, psis)
 
 
 def test_a_program_whose_log_lik_is_a_transformed_parameter():
@@ -61,18 +74,9 @@ def test_a_program_whose_log_lik_is_a_transformed_parameter():
     data = _data(seed=22)
     program = StanProgram(PROGRAM.with_name("transformed_loglik.stan"), data,
                           backend="stanli")
-    fit = program.fit(chains=4, warmup=500, draws=500, seed=5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        psis = loo_adapt.loo(fit, estimator="psis").loo_adapt
-        res = loo_adapt.loo(fit, program=program, seed=4, progress=False,
-                            refit_kwargs={"max_refits": 40, "n_jobs": 1})
-    pw = res.loo_adapt
-    assert pw.checked_for_bias.all(), pw.reason[~pw.checked_for_bias]
-    assert set(pw.method) <= {"mixis", "mixis+psis", "refit"}
+    _, psis, res = _recommended_call(program, 5)
     assert "target += log_sum_exp(-log_lik_local)" in program.with_mixis().stan_file.read_text()
-    se = np.hypot(pw.estimates()["mcse_elpd_loo"], psis.estimates()["mcse_elpd_loo"])
-    assert abs(pw.estimates()["elpd_loo"] - psis.estimates()["elpd_loo"]) < 3 * se
+    _agrees_with_psis(res.loo_adapt, psis)
 
 
 # ---- a program sized by J, not N (eight schools with tau known): the count of observations
