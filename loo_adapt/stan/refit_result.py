@@ -25,7 +25,7 @@ class RefitResult:
 
     indices : observations asked for, in the caller's order (most severe first).
     elpd_i, mcse_elpd_i : held-out log predictive density and its Monte Carlo error.
-    reliable : the refit finished and passed the convergence check.
+    reliable : the refit finished and passed the convergence and the tail checks.
     reason : why a row is not reliable ("" where it is): the failure, the timeout, the
         convergence check, or the limit that left it out.
     status : "ok", "unconverged" (an estimate that failed the convergence or the tail
