@@ -11,7 +11,8 @@ rare draws with a large tau: the refit's plain mean of p(y | theta) misses.  The
 2. gives the reference value: fits of the 11 other schools (4 x 25,000 draws, adapt_delta
    0.99, two seeds) and the mean over their draws of N(75 | mu, sqrt(tau^2 + sigma^2)),
    theta integrated out (whose own k-hat is printed too);
-3. runs ``loo(fit, program=...)`` and prints what it says about that row;
+3. runs ``loo(fit, program=...)`` and prints what it says about that row (its refit bridged
+   with the posterior draws, `loo_adapt.core.bridge`);
 4. a refit that passes at k-hat above PSIS's 0.7: the Poisson regression of
    `tests/stan/test_own_program.py` (n = 40, one count of 18 where about 2 is expected):
    ten refits of that row (4 x 1000 draws) with their k-hat, elpd, MCSE and z against one

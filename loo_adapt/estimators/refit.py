@@ -3,6 +3,12 @@
 The refit machinery (worker pool, budgets, progress) is `loo_adapt.stan.refit.refit_loo`,
 handed over by the verb layer as ``Context.refit_runner``; this wraps its result in an
 `Estimate` (rows not refitted within the budget stay unverified, with the reason).
+
+A refit that converged but failed only the tail check (its held-out likelihood heavy-tailed
+over its draws: a far outlier, an observation's own parameter drawn from its prior) is
+bridged with the posterior draws of the same row (`loo_adapt.core.bridge`: they sample
+where that likelihood is large) where those draws are MCMC whose chains agree on the row;
+the bridge's MCSE then stands for the row.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loo_adapt.core.bridge import HEAVY_TAIL, TAIL_KHAT, bridge_elpd
 from loo_adapt.estimators.base import Estimate
 
 __all__ = ["Refit", "BUDGET", "FAILED"]
@@ -59,7 +66,8 @@ class Refit:
         severity = np.nan_to_num(ctx.base.pareto_k[rows], nan=np.inf)
         order = rows[np.argsort(-severity, kind="stable")]
         res = refit_loo(order, program, **kwargs)
-        est = res.to_estimate(y=ctx.y)
+        notes = _bridge_heavy_tails(ctx, res)
+        est = res.to_estimate(y=ctx.y, notes=notes)
         done = set(est.rows.tolist())
         left = np.array([i for i in rows if int(i) not in done], dtype=np.int64)
         if left.size == 0:
@@ -76,3 +84,35 @@ class Refit:
         missing = Estimate.make("refit", left, np.nan, np.nan, False, reason=why)
         return Estimate.concat(est.estimator, [est, missing])
 
+
+
+
+def _bridge_heavy_tails(ctx, res) -> tuple[str, ...]:
+    """Bridge each refit of ``res`` whose only failed check is the tail check with the
+    posterior draws of its row (`loo_adapt.core.bridge.bridge_elpd`), in place: elpd, MCSE,
+    LOO probability, verified.  Not where the posterior draws are an approximation's or
+    their chains disagree on the row (the bridge leans on them).  Returns the note."""
+    chains = ctx._chain_log_lik  # (chains, draws, n), None for draws of an approximation
+    if chains is None:
+        return ()
+    bad = ctx.chains_disagree
+    disagree = set() if bad is None else {int(i) for i in bad[0]}
+    done = []
+    for pos in np.flatnonzero(np.asarray(res.refitted, dtype=bool)):
+        i = int(res.indices[pos])
+        if (res.reliable[pos] or not str(res.reason[pos]).startswith(HEAVY_TAIL)
+                or i in disagree or res.log_lik[pos] is None):
+            continue
+        elpd, mcse = bridge_elpd(chains[..., i], res.log_lik[pos])
+        res.elpd_i[pos], res.mcse_elpd_i[pos] = elpd, mcse
+        res.reliable[pos], res.reason[pos], res.status[pos] = True, "", "ok"
+        if ctx.y is not None:
+            p = float(np.exp(elpd))
+            res.loo_prob[pos] = p if ctx.y[i] == 1 else 1.0 - p
+        done.append(i)
+    if not done:
+        return ()
+    return (f"{len(done)} refit(s) whose held-out likelihood was heavy-tailed over their "
+            f"draws (Pareto k-hat above {TAIL_KHAT:g}) were bridged with the posterior draws "
+            f"of the same row, which sample where it is large (Meng & Wong bridge sampling, "
+            f"loo_adapt.core.bridge): observation(s) {sorted(done)}",)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from loo_adapt.core.bridge import HEAVY_TAIL, TAIL_KHAT
 from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess import relative_eff
 from loo_adapt.core.ess_split import ess_bulk, rhat_rank
@@ -46,10 +47,6 @@ from loo_adapt.core.psis import MIN_DRAWS, pareto_khat
 from loo_adapt.core.skew import skew_inflation
 
 __all__ = ["heldout_elpd", "convergence_check", "tail_check", "TAIL_KHAT"]
-
-#: Pareto k-hat of the held-out likelihood over a refit's draws above which the refit's
-#: mean is not trusted (`tail_check`)
-TAIL_KHAT = 1.0
 
 _WRAPPER_METHODS = ("sel_observations", "sample", "get_inference_data", "log_likelihood__i")
 
@@ -131,7 +128,7 @@ def tail_check(log_lik, ess: float | None = None) -> tuple[str, float]:
         k = float(pareto_khat(ll, r_eff))
     bound = TAIL_KHAT
     if not k <= bound:
-        return (f"heavy-tailed held-out likelihood: {comparison('Pareto k-hat', k, '>', bound)} "
+        return (f"{HEAVY_TAIL}: {comparison('Pareto k-hat', k, '>', bound)} "
                 "over the refit's draws, so their mean of p(y_i | theta) and its MCSE are "
                 "unreliable (the observation lies where its leave-one-out posterior rarely "
                 "goes: a far outlier, or a parameter of its own drawn from its prior without "

@@ -131,7 +131,7 @@ class RefitResult:
                             for r in self.reason], dtype=bool)
         return (status == "skipped") | ((status == "timeout") & stopped)
 
-    def to_estimate(self, y=None):
+    def to_estimate(self, y=None, notes=()):
         """The refitted rows as an `loo_adapt.estimators.base.Estimate` (merge it with
         `PointwiseLoo.merge`, the only writer).
 
@@ -139,6 +139,7 @@ class RefitResult:
         ----------
         y : binary outcomes of all n observations, to give the LOO probability of rows whose
             refits did not (a ``refit_fn`` without y); None leaves those NaN.
+        notes : notes the estimate carries (the refit estimator's, about bridged rows).
 
         Returns
         -------
@@ -169,6 +170,7 @@ class RefitResult:
             diagnostic=np.asarray(self.ess, dtype=float)[sel], loo_prob=prob,
             verified_by=np.where(ok, "refit", ""), reason=reason,
             row_draws=[self.row_draws(int(j), y) for j in np.flatnonzero(sel)],
+            notes=notes,
         )
 
     def row_draws(self, pos: int, y=None):

@@ -191,3 +191,38 @@ def test_notes_and_warnings_about_replaced_estimates_are_dropped():
     assert np.all(np.abs(z) < 4), z
     total = np.hypot(pw.estimates()["mcse_elpd_loo"], np.sqrt(np.sum(truth[:, 1] ** 2)))
     assert abs(pw.elpd_i.sum() - truth[:, 0].sum()) < 3 * total
+
+
+# ---- an outlying school (y = 75) of a non-centred hierarchical model: left out, its eta is
+# drawn from its prior, so its refit's held-out likelihood is heavy-tailed (the tail check
+# fails it); the refit stage bridges it with the posterior draws, which sample where that
+# likelihood is large
+HIERARCHICAL = pathlib.Path(__file__).resolve().parent / "programs" / "hierarchical_multi_decl.stan"
+
+
+def test_an_outlying_schools_refit_is_bridged_with_the_posterior_draws():
+    from scipy import stats
+
+    from loo_adapt.stan.heldout import heldout_elpd
+
+    data = {"J": 8, "y": [28.0, 8.0, -3.0, 75.0, -1.0, 1.0, 18.0, 12.0],
+            "sigma": [15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]}
+    program = StanProgram(HIERARCHICAL, data, backend="stanli")
+    fit = program.fit(chains=4, warmup=1000, draws=1000, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = loo_adapt.loo(fit, program=program, seed=1, progress=False,
+                            refit_kwargs={"n_jobs": 1})
+    pw = res.loo_adapt
+    assert pw.method[3] == "refit" and pw.reliable[3], pw.reason[3]
+    assert any("bridged with the posterior draws" in n and "[3]" in n for n in pw.notes)
+    # the reference: the other seven schools' posterior, theta_3 integrated out
+    rest = {"J": 7, "y": [v for j, v in enumerate(data["y"]) if j != 3],
+            "sigma": [v for j, v in enumerate(data["sigma"]) if j != 3]}
+    other = StanProgram(HIERARCHICAL, rest, backend="stanli").fit(
+        chains=4, warmup=1000, draws=10000, seed=2)
+    mu, tau = other.flat("mu"), other.flat("tau")
+    ll = stats.norm.logpdf(75.0, mu, np.sqrt(tau**2 + 11.0**2)).reshape(4, -1)
+    ref, ref_se, _ = heldout_elpd(ll)
+    assert abs(pw.elpd_i[3] - ref) < 4 * np.hypot(pw.mcse_elpd_i[3], ref_se), (
+        pw.elpd_i[3], pw.mcse_elpd_i[3], ref, ref_se)
