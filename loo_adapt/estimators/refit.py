@@ -13,6 +13,7 @@ the bridge's MCSE then stands for the row.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,9 @@ from loo_adapt.core.bridge import HEAVY_TAIL, TAIL_KHAT, bridge_elpd
 from loo_adapt.estimators.base import Estimate
 
 __all__ = ["Refit", "BUDGET", "FAILED"]
+
+#: the start of `RefitResult.warn_unverified`'s warning, as a regular expression
+UNVERIFIED = r"\d+ of \d+ refit\(s\) are unverified"
 
 #: how the reason of a row the refit limits (``max_refits``, ``max_seconds``) left without a
 #: refit begins: a larger budget would refit it
@@ -65,8 +69,13 @@ class Refit:
             kwargs.setdefault("y", ctx.y)
         severity = np.nan_to_num(ctx.base.pareto_k[rows], nan=np.inf)
         order = rows[np.argsort(-severity, kind="stable")]
-        res = refit_loo(order, program, **kwargs)
+        with warnings.catch_warnings():
+            # refit_loo's warning about unverified refits is given below, once the rows the
+            # bridge verifies are out of it
+            warnings.filterwarnings("ignore", message=UNVERIFIED, category=UserWarning)
+            res = refit_loo(order, program, **kwargs)
         notes = _bridge_heavy_tails(ctx, res)
+        res.warn_unverified("refit", stacklevel=1)
         est = res.to_estimate(y=ctx.y, notes=notes)
         done = set(est.rows.tolist())
         left = np.array([i for i in rows if int(i) not in done], dtype=np.int64)

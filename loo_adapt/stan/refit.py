@@ -50,7 +50,6 @@ from time import monotonic as time_mono
 
 import numpy as np
 
-from loo_adapt.result import observation_label
 from loo_adapt.stan import pool as _pool
 from loo_adapt.stan.heldout import (
     _check_refit_fn,
@@ -463,7 +462,7 @@ def refit_loo(
             stacklevel=2,
         )
     res.wall_seconds = time.perf_counter() - start
-    _warn_unverified(res, "refit", stacklevel=3)
+    res.warn_unverified("refit", stacklevel=3)
     return res
 
 
@@ -474,19 +473,3 @@ def _retry_delta(program, n_divergent: int):
         return None
     current = (getattr(program, "fit_kwargs", None) or {}).get("adapt_delta") or 0.8
     return max(float(current), RETRY_ADAPT_DELTA)
-
-
-def _warn_unverified(res, what: str, stacklevel: int) -> None:
-    """One warning listing rows that were tried but are not verified, with the reasons."""
-    bad = np.flatnonzero(~res.reliable & (res.status != "skipped"))
-    if not bad.size:
-        return
-    lines = [f"observation {observation_label(res.indices[p])}: {res.reason[p]}"
-             for p in bad[:10]]
-    more = "" if bad.size <= 10 else f"; +{bad.size - 10} more"
-    warnings.warn(
-        f"{bad.size} of {len(res.indices)} {what}(s) are unverified (0-based indices): "
-        + "; ".join(lines) + more,
-        UserWarning,
-        stacklevel=stacklevel,
-    )

@@ -5,6 +5,7 @@ for `PointwiseLoo.merge`.  `loo_adapt.stan.refit.refit_loo` fills it.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,6 +115,25 @@ class RefitResult:
     @property
     def n_refitted(self) -> int:
         return int(np.sum(self.refitted))
+
+    def warn_unverified(self, what: str = "refit", stacklevel: int = 2) -> None:
+        """One warning listing the rows that were tried but are not verified, with the
+        reasons (nothing when there are none)."""
+        from loo_adapt.result import observation_label
+
+        bad = np.flatnonzero(~np.asarray(self.reliable, dtype=bool)
+                             & (np.asarray(self.status) != "skipped"))
+        if not bad.size:
+            return
+        lines = [f"observation {observation_label(self.indices[p])}: {self.reason[p]}"
+                 for p in bad[:10]]
+        more = "" if bad.size <= 10 else f"; +{bad.size - 10} more"
+        warnings.warn(
+            f"{bad.size} of {len(self.indices)} {what}(s) are unverified (0-based indices): "
+            + "; ".join(lines) + more,
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
 
     @property
     def failed(self) -> np.ndarray:

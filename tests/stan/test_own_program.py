@@ -209,12 +209,14 @@ def test_an_outlying_schools_refit_is_bridged_with_the_posterior_draws():
             "sigma": [15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]}
     program = StanProgram(HIERARCHICAL, data, backend="stanli")
     fit = program.fit(chains=4, warmup=1000, draws=1000, seed=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         res = loo_adapt.loo(fit, program=program, seed=1, progress=False,
                             refit_kwargs={"n_jobs": 1})
     pw = res.loo_adapt
     assert pw.method[3] == "refit" and pw.reliable[3], pw.reason[3]
+    # no warning calls the bridged refit unverified
+    assert not any("unverified" in str(w.message) for w in caught)
     assert any("bridged with the posterior draws" in n and "[3]" in n for n in pw.notes)
     # the reference: the other seven schools' posterior, theta_3 integrated out
     rest = {"J": 7, "y": [v for j, v in enumerate(data["y"]) if j != 3],
