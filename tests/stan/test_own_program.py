@@ -151,6 +151,17 @@ def test_refits_of_a_program_with_a_parameter_per_observation():
         program.refit_without([1, 2], seed=1)
 
 
+def _loo_recording_warnings(program):
+    """(result, warnings) of the default ``loo(fit, program=program)`` on a 4 x 1000 stanli
+    fit (seed 1), every warning recorded."""
+    fit = program.fit(chains=4, warmup=1000, draws=1000, seed=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = loo_adapt.loo(fit, program=program, seed=1, progress=False,
+                            refit_kwargs={"n_jobs": 1})
+    return res, caught
+
+
 # ---- a Poisson regression with one count far out (18 where about 2 is expected): the full
 # mixture's draws all sit in that count's leave-one-out posterior, so its MixIS estimates of
 # the other rows disagree with PSIS, and a focused fit over those rows replaces every one
@@ -171,11 +182,7 @@ def test_notes_and_warnings_about_replaced_estimates_are_dropped():
     y[5] = 18
     data = {"N": 40, "x": x.tolist(), "y": y.tolist()}
     program = StanProgram(POISSON, data, backend="stanli")
-    fit = program.fit(chains=4, warmup=1000, draws=1000, seed=1)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        res = loo_adapt.loo(fit, program=program, seed=1, progress=False,
-                            refit_kwargs={"n_jobs": 1})
+    res, caught = _loo_recording_warnings(program)
     pw = res.loo_adapt
     mixis = [h for h in pw.history if h["estimator"] == "mixis"][0]
     # the full mixture's rows were disputed (its warning and note were on their way) ...
@@ -208,11 +215,7 @@ def test_an_outlying_schools_refit_is_bridged_with_the_posterior_draws():
     data = {"J": 8, "y": [28.0, 8.0, -3.0, 75.0, -1.0, 1.0, 18.0, 12.0],
             "sigma": [15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]}
     program = StanProgram(HIERARCHICAL, data, backend="stanli")
-    fit = program.fit(chains=4, warmup=1000, draws=1000, seed=1)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        res = loo_adapt.loo(fit, program=program, seed=1, progress=False,
-                            refit_kwargs={"n_jobs": 1})
+    res, caught = _loo_recording_warnings(program)
     pw = res.loo_adapt
     assert pw.method[3] == "refit" and pw.reliable[3], pw.reason[3]
     # no warning calls the bridged refit unverified
