@@ -462,7 +462,7 @@ class Context:
                              weights=self.weights)
 
     @cached_property
-    def _chain_log_lik(self):
+    def chain_log_lik(self):
         """The (chains, draws, n) log-likelihood when its chains can be compared (MCMC
         draws, at least 2 chains of 4 draws), else None."""
         draws = self.draws
@@ -477,13 +477,13 @@ class Context:
         (`loo_adapt.core.psis_loo.loo_pointwise_checked`: the same numbers as r_eff and the R-hat
         check followed by PSIS), or None (no chains to compare, or a log-likelihood the
         separate calls must report on)."""
-        if self._chain_log_lik is None:
+        if self.chain_log_lik is None:
             return None
         from loo_adapt.core.convergence import MAX_RHAT
 
         try:
             res, bad, rhat = psis_loo.loo_pointwise_checked(
-                self._chain_log_lik, MAX_RHAT, weights=self.weights)
+                self.chain_log_lik, MAX_RHAT, weights=self.weights)
         except ValueError:  # the separate calls raise what the user should see
             return None
         self.__dict__["_mcmc_checks"] = (res.r_eff, bad, rhat)
@@ -491,15 +491,15 @@ class Context:
 
     @cached_property
     def _mcmc_checks(self):
-        """(r_eff, bad, R-hat) of `_chain_log_lik` from one pass over the draws
+        """(r_eff, bad, R-hat) of `chain_log_lik` from one pass over the draws
         (`loo_adapt.core.convergence.relative_eff_and_disagreement`), or None (no chains to
         compare, or a log-likelihood the separate calls must report on)."""
-        if self._chain_log_lik is None:
+        if self.chain_log_lik is None:
             return None
         from loo_adapt.core.convergence import relative_eff_and_disagreement
 
         try:
-            return relative_eff_and_disagreement(self._chain_log_lik)
+            return relative_eff_and_disagreement(self.chain_log_lik)
         except ValueError:  # the separate calls raise what the user should see
             return None
 
@@ -541,11 +541,11 @@ class Context:
         checks = self._mcmc_checks
         if checks is not None:
             return np.flatnonzero(checks[1]), checks[2]
-        if self._chain_log_lik is None:
+        if self.chain_log_lik is None:
             return None
         from loo_adapt.core.convergence import disagreeing_columns
 
-        bad, rhat = disagreeing_columns(self._chain_log_lik, all_rhat=False)
+        bad, rhat = disagreeing_columns(self.chain_log_lik, all_rhat=False)
         return np.flatnonzero(bad), rhat
 
     def need_program(self, what: str):

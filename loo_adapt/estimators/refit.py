@@ -13,7 +13,6 @@ the bridge's MCSE then stands for the row.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,9 +21,6 @@ from loo_adapt.core.bridge import HEAVY_TAIL, TAIL_KHAT, bridge_elpd
 from loo_adapt.estimators.base import Estimate
 
 __all__ = ["Refit", "BUDGET", "FAILED"]
-
-#: the start of `RefitResult.warn_unverified`'s warning, as a regular expression
-UNVERIFIED = r"\d+ of \d+ refit\(s\) are unverified"
 
 #: how the reason of a row the refit limits (``max_refits``, ``max_seconds``) left without a
 #: refit begins: a larger budget would refit it
@@ -69,13 +65,13 @@ class Refit:
             kwargs.setdefault("y", ctx.y)
         severity = np.nan_to_num(ctx.base.pareto_k[rows], nan=np.inf)
         order = rows[np.argsort(-severity, kind="stable")]
-        with warnings.catch_warnings():
-            # refit_loo's warning about unverified refits is given below, once the rows the
-            # bridge verifies are out of it
-            warnings.filterwarnings("ignore", message=UNVERIFIED, category=UserWarning)
-            res = refit_loo(order, program, **kwargs)
+        # refit_loo's warning about unverified refits is given here, once the rows the bridge
+        # verifies are out of it
+        warn = kwargs.pop("warn", True)
+        res = refit_loo(order, program, warn=False, **kwargs)
         notes = _bridge_heavy_tails(ctx, res)
-        res.warn_unverified("refit", stacklevel=1)
+        if warn:
+            res.warn_unverified("refit", stacklevel=1)
         est = res.to_estimate(y=ctx.y, notes=notes)
         done = set(est.rows.tolist())
         left = np.array([i for i in rows if int(i) not in done], dtype=np.int64)
@@ -94,14 +90,12 @@ class Refit:
         return Estimate.concat(est.estimator, [est, missing])
 
 
-
-
 def _bridge_heavy_tails(ctx, res) -> tuple[str, ...]:
     """Bridge each refit of ``res`` whose only failed check is the tail check with the
     posterior draws of its row (`loo_adapt.core.bridge.bridge_elpd`), in place: elpd, MCSE,
     LOO probability, verified.  Not where the posterior draws are an approximation's or
     their chains disagree on the row (the bridge leans on them).  Returns the note."""
-    chains = ctx._chain_log_lik  # (chains, draws, n), None for draws of an approximation
+    chains = ctx.chain_log_lik  # (chains, draws, n), None for draws of an approximation
     if chains is None:
         return ()
     bad = ctx.chains_disagree

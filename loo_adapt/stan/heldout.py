@@ -19,7 +19,9 @@ A parameter of observation i's own (a varying effect of its group, a latent valu
 from its prior when i is left out, is the common cause: the fix is to integrate it out of
 ``log_lik``; a far outlier is the other (a count of 60 where about 3 is expected in a
 negative-binomial regression reads 1.7-2.3, and there the estimates happened to sit within
-their MCSEs: the check is conservative for it, the row keeps its estimate unverified).
+their MCSEs: the check is conservative for it; `refit_loo` leaves the row unverified with
+its estimate, and `loo()`'s refit stage bridges it with the posterior draws,
+`loo_adapt.estimators.refit`).
 Why 1 and not PSIS's 0.7 (`benchmarks/results/own_parameter_refit.txt`): the
 refits of a Poisson count of 18 where about 2 is expected read k-hat 0.59-0.96 over ten
 seeds, yet their estimates sit within their MCSEs of a 100,000-draw refit (rms z 1.15):
@@ -115,13 +117,14 @@ def tail_check(log_lik, ess: float | None = None) -> tuple[str, float]:
     >>> tail_check(-0.5 * ((75.0 - theta) / 10.0) ** 2)[0][:32]
     'heavy-tailed held-out likelihood'
     """
-    ll = _as_chains(log_lik).reshape(-1)
+    chains = _as_chains(log_lik)
+    ll = chains.reshape(-1)
     S = ll.size
     finite = ll[np.isfinite(ll)]
     if S < MIN_DRAWS or finite.size == 0 or np.ptp(finite) == 0:
         return "", float("nan")
     if ess is None:
-        ess = float(relative_eff(_as_chains(log_lik)[:, :, None], log=True)[0] * S)
+        ess = float(relative_eff(chains[:, :, None], log=True)[0] * S)
     r_eff = min(max(float(ess) / S, 1.0 / S), 1.0) if np.isfinite(ess) else 1.0
     with warnings.catch_warnings():  # the reason below says what a large k-hat means here
         warnings.simplefilter("ignore")

@@ -190,6 +190,7 @@ def refit_loo(
     min_ess: float | None = None,
     retry_unconverged: bool = True,
     key: str | None = None,
+    warn: bool = True,
 ) -> RefitResult:
     """Exact LOO by refitting without each observation in ``indices``.
 
@@ -223,6 +224,9 @@ def refit_loo(
     key : names the run in the checkpoint instead of hashing ``refit_fn`` (needed when it
         holds a value whose content cannot be hashed, e.g. a pandas frame or a model object:
         the error says so); change it whenever the function or its data change.
+    warn : one warning at the end listing the refits that are not verified, with the
+        reasons (``loo()``'s refit stage gives it itself, after bridging the refits that
+        failed only the tail check).
     timeout : hard limit per refit in seconds; a refit past it is stopped (its worker
         process terminated, with the local pool) and its row reported unverified.
     check_convergence : check divergences, R-hat and bulk ESS of each refit.
@@ -462,7 +466,8 @@ def refit_loo(
             stacklevel=2,
         )
     res.wall_seconds = time.perf_counter() - start
-    res.warn_unverified("refit", stacklevel=3)
+    if warn:
+        res.warn_unverified("refit", stacklevel=3)
     return res
 
 
