@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loo_adapt.result import observation_label
+from loo_adapt.stan.leave_out import TERM_SLACK, outcome_entry, reason_by_term
 
 __all__ = ["ProgramMismatchError", "IdentityCheck", "check_program_matches"]
 
@@ -50,7 +51,7 @@ _SCORE_ALPHA = 1e-6
 #: (nats) that difference may vary across draws: below the MCSEs any verified row carries,
 #: far below a log_lik with another scale or a missing term
 _TERM_ROWS = 3
-_TERM_SLACK = 0.01
+_TERM_SLACK = TERM_SLACK
 _EPS = np.finfo(np.float64).eps
 
 
@@ -97,7 +98,12 @@ class IdentityCheck:
     max_score_z : with ``density="score"``, the largest |mean gradient| in Monte Carlo SEs
         over the parameters, and ``score_bound`` the bound it had to stay within.
     log_lik_terms : observations whose ``log_lik`` was compared with their term in the
-        model block, and ``max_term_residual`` the largest variation found (nats).
+        model block, and ``max_term_residual`` the largest variation found (nats) among those
+        whose data can be dropped.
+    by_term_reason : None where refits drop an observation's data; else why they take its
+        ``log_lik`` term out of the full-data target instead (dropping the row changes the
+        other rows' terms while its outcome enters only through ``log_lik``:
+        `loo_adapt.stan.leave_out`).
     """
 
     n_draws: int
@@ -108,6 +114,7 @@ class IdentityCheck:
     score_bound: float = float("nan")
     log_lik_terms: tuple = ()
     max_term_residual: float = float("nan")
+    by_term_reason: str | None = None
 
 
 def _spread_rows(n_chains: int, n_draws: int, n_check: int) -> np.ndarray:
@@ -257,12 +264,12 @@ def check_program_matches(program, draws, *, var_name: str | None = None, n_chec
             "model could not be checked against the fit: only its log_lik was", stacklevel=3)
     # the full data's log density as the reduced data's is computed (with the Jacobian)
     lp_full = lp_prog if jacobian else density.log_density(U)
-    terms, term_resid = _log_lik_terms(program, density, U, lp_full, ll_prog, name)
+    terms, term_resid, by_term = _log_lik_terms(program, density, U, lp_full, ll_prog, name)
     return IdentityCheck(n_draws=int(rows.size), density=which,
                          max_density_residual=resid_max,
                          max_log_lik_error=float(err.max()) if err.size else 0.0,
                          max_score_z=score_z, score_bound=bound, log_lik_terms=terms,
-                         max_term_residual=term_resid)
+                         max_term_residual=term_resid, by_term_reason=by_term)
 
 
 def _score_check(density, draws) -> tuple[float, float]:
@@ -313,9 +320,9 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
     `_TERM_SLACK` (see the module)."""
     n = ll_prog.shape[1]
     if n < 2:
-        return (), float("nan")
+        return (), float("nan"), None
     obs = np.unique(np.linspace(0, n - 1, min(_TERM_ROWS, n)).round().astype(int))
-    checked, worst = [], 0.0
+    checked, worst, by_term = [], 0.0, None
     for i in obs.tolist():
         try:
             reduced = program.log_density_without(i)
@@ -344,16 +351,25 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
         if ok.sum() < 2:
             continue
         spread = float(np.max(r[ok]) - np.min(r[ok]))
-        worst = max(worst, spread)
         checked.append(i)
-        if spread > _TERM_SLACK:
+        if spread <= _TERM_SLACK:
+            worst = max(worst, spread)
+            continue
+        entry = outcome_entry(program, U, lp_full, ll_prog[:, i], i)
+        if entry is None:
             raise ProgramMismatchError(
                 f"the program's log_lik at observation {observation_label([i], name)} is not "
                 f"that observation's term in its model block: at draws of the fit, log p(theta "
                 f"| data) - log p(theta | data without it) - log_lik varies by {spread:.3g} "
-                "nats across draws (a constant is allowed). MixIS divides by log_lik while "
-                "refits leave the observation's data out, so they would estimate different "
-                "things: make log_lik the model's likelihood term of each observation (a "
-                "likelihood or transformed data that couples observations cannot be left out "
-                "one by one)")
-    return tuple(checked), (worst if checked else float("nan"))
+                "nats across draws (a constant is allowed), and no per-observation data entry "
+                "the program models as a variate (y ~ ..., normal_lpdf(y[n] | ...)), changed in "
+                "that row alone, moves the target exactly as log_lik does. MixIS divides "
+                "by log_lik while refits leave the observation out, so they would estimate "
+                "different things: make log_lik the model's likelihood term of each "
+                "observation (a likelihood, or transformed data computed from the outcomes, "
+                "that couples observations cannot be left out one by one)")
+        # e.g. predictors centred on their means: the row's outcome is log_lik's alone
+        by_term = by_term or reason_by_term(i, entry, spread)
+    if checked and len(checked) == obs.size:  # every row compared: how refits leave one out
+        program.leave_out_by_term(by_term)
+    return tuple(checked), (worst if checked else float("nan")), by_term

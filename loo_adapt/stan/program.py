@@ -174,6 +174,7 @@ class StanProgram:
         self._reduced_densities: dict[int, object] = {}  # log_density_without(i)
         self._flagged = None  # with_mixis(), written once
         self._by_term = None  # leaves_out_by_term(), decided once
+        self.by_term_reason: str | None = None
 
     # ---- pickling: the bridgestan model holds ctypes handles; workers rebuild it ----------
     def __getstate__(self):
@@ -375,22 +376,40 @@ class StanProgram:
 
     def leaves_out_by_term(self) -> bool:
         """Whether a refit takes the observation's ``log_lik`` term out of the full-data
-        target (True) instead of dropping its data (False): True where dropping one
-        observation's data changes the number of parameters (eight schools' ``theta[J]``:
-        the refit's draws would not say ``theta_j``, so no held-out ``log_lik[j]`` follows
-        from them).  Decided once, by loading the model with the reduced data."""
+        target (True) instead of dropping its data (False).
+
+        True where dropping one observation's data changes the number of parameters (eight
+        schools' ``theta[J]``: the refit's draws would not say ``theta_j``, so no held-out
+        ``log_lik[j]`` follows from them), and where it changes the other observations'
+        terms while the observation's outcome enters the target only through ``log_lik``
+        (predictors centred on their means in transformed data, as brms writes them:
+        `loo_adapt.stan.leave_out`); `by_term_reason` says which.  Decided once, by loading
+        the model with the reduced data (at the fit's draws where ``loo()``'s identity check
+        ran first, else at seeded standard-normal points)."""
         if self._by_term is None:
-            from loo_adapt.stan.log_density import StanLogDensity
+            from loo_adapt.stan.leave_out import couples_through_data
 
             full = self.log_density().n_params
             try:
-                reduced = StanLogDensity.from_stan(self.stan_file,
-                                                   _stan._jsonable(self.data_without(0)),
-                                                   log_lik=self.log_lik_name)
-                self._by_term = reduced.n_params != full
+                reduced = self.log_density_without(0)
             except Exception:  # noqa: BLE001 - the data cannot drop a row: as before, the
                 self._by_term = False  # refit raises the reason itself
+                return False
+            if reduced.n_params != full:
+                self._by_term = True
+                self.by_term_reason = (
+                    f"dropping an observation's data changes the parameters ({full} "
+                    f"unconstrained with every row, {reduced.n_params} without one)")
+            else:
+                self.leave_out_by_term(couples_through_data(self))
         return self._by_term
+
+    def leave_out_by_term(self, reason: str | None) -> None:
+        """Record how refits leave an observation out, as a check at draws found it:
+        by term with ``reason`` (`loo_adapt.stan.leave_out`), or by dropping the data row
+        (None)."""
+        self._by_term = reason is not None
+        self.by_term_reason = reason
 
     def _without_term(self, i) -> tuple:
         """(stan file, data) of the full-data target without observation ``i``'s term."""
@@ -399,9 +418,9 @@ class StanProgram:
         rows = np.atleast_1d(np.asarray(i))
         if rows.size != 1:
             raise ValueError(
-                f"{self.stan_file.name} has parameters per observation (dropping a row changes "
-                "them), so a refit takes the observation's log_lik term out of the target; that "
-                "works for one row at a time (leave-one-out), not for a fold of several")
+                f"{self.stan_file.name}: a refit takes the observation's log_lik term out of "
+                f"the target ({self.by_term_reason or 'dropping its data changes the model'}); "
+                "that works for one row at a time (leave-one-out), not for a fold of several")
         flagged = self.with_mixis()
         if not declares_mixis_rows(flagged.stan_file.read_text()):
             raise ValueError(

@@ -101,6 +101,11 @@ def _binomial(rng, n=6):
     return {"N": n, "k": rng.binomial(10, 0.3, size=n)}
 
 
+def _brms(rng, n=12, k=2):
+    X = rng.normal(size=(n, k))
+    return {"N": n, "K": k, "X": X, "Y": 1.0 + X @ rng.normal(size=k) + rng.normal(size=n)}
+
+
 # program -> (idioms it exercises, data builder)
 CORPUS = {
     "loop_yrep": ("log_lik and y_rep (_rng) in the same loop", _logistic),
@@ -135,6 +140,8 @@ CORPUS = {
     "schools_known_tau": ("log_lik sized by J, no N in the data", _schools_tau),
     "centred_groups": ("log_lik per group filled with += over a group index, sized by J "
                        "while the data also has N", _group_index),
+    "brms_centred": ("brms's shape: predictors centred in transformed data, a glm call, "
+                     "log_lik added by hand", _brms),
     "transformed_loglik": ("log_lik a transformed parameter the model block sums, y_rep in "
                            "generated quantities", _logistic),
 }

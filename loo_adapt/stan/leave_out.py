@@ -1,0 +1,182 @@
+"""How a refit leaves one observation out of a Stan program: drop its data, or take its
+``log_lik`` term out of the full-data target (an edge module: it evaluates the program
+through BridgeStan).
+
+Dropping observation i's data row is exact leave-one-out when the rest of the program does
+not see that row: log p(theta | data) - log p(theta | data without i) - log_lik[i] is then
+constant in theta.  It is not where transformed data is computed from every row, as in the
+code brms writes, which centres each predictor column on its mean (``Xc = X - mean(X)``): the
+refit without row i centres on another mean, so its ``Intercept`` is another parameter
+than the full-data fit's, and the program's ``log_lik[i]`` evaluated at its draws (the
+generic held-out term) mixes the two parameterisations.  Such a program is left out *by
+term*: the full-data target without observation i's ``log_lik`` term, the leave-one-out
+posterior p(theta | y) / p(y_i | theta) that PSIS and MixIS estimate too.
+
+That is right only where ``log_lik[i]`` is the whole of what the outcome of row i contributes
+to the target.  `outcome_entry` checks that directly: it gives row i of each per-observation
+data entry that the program models as a variate (``Y[n] ~ ...``, ``normal_lpdf(Y[n] | ...)``:
+what is predicted, not a covariate) another row's value, and asks that the target change
+exactly as ``log_lik[i]`` does, at every draw.  A covariate that transformed data centres is
+no variate; an outcome that transformed data standardises (the variate is then transformed
+data, not a data entry) or that enters another row's term (an autoregression) passes for no
+entry, and the program stays refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+__all__ = ["TERM_SLACK", "spread", "outcome_entry", "couples_through_data", "reason_by_term",
+           "is_variate"]
+
+#: how much (nats) log p(theta | data) - log p(theta | other data) - (the log_lik change) may
+#: vary across draws: below the MCSEs any verified row carries, far below a log_lik with
+#: another scale or a missing term
+TERM_SLACK = 0.01
+#: a perturbation of an entry's row moves log_lik[i] across draws by at least this much, or it
+#: tells nothing about whether log_lik[i] is the row's term
+_INFORMATIVE = 10 * TERM_SLACK
+
+
+def spread(r) -> float | None:
+    """max - min of the finite values of ``r``; None with fewer than two."""
+    r = np.asarray(r, dtype=np.float64)
+    r = r[np.isfinite(r)]
+    return None if r.size < 2 else float(r.max() - r.min())
+
+
+def _with_row_of_another(value, axis: int, i: int):
+    """``value`` with its row ``i`` (along ``axis``) replaced by the row farthest from it, or
+    None where every row equals row i."""
+    arr = np.moveaxis(np.array(value, copy=True), axis, 0)
+    if arr.dtype.kind not in "biuf":
+        return None
+    flat = arr.reshape(arr.shape[0], -1).astype(np.float64)
+    dist = np.abs(flat - flat[i]).sum(axis=1)
+    j = int(np.argmax(dist))
+    if not dist[j] > 0:
+        return None
+    arr[i] = arr[j]
+    return np.moveaxis(arr, 0, axis)
+
+
+_DENSITY_CALL = r"_(?:lpdf|lupdf|lpmf|lupmf|lcdf|lccdf)\s*\(\s*"
+
+
+def is_variate(code: str, name: str) -> bool:
+    """Whether the program models data entry ``name`` as a variate: the first argument of a
+    density call (``normal_lpdf(Y[n] | ...)``) or the left side of a sampling statement
+    (``Y ~ ...``), comments and strings aside.
+
+    Examples
+    --------
+    >>> is_variate("model { y ~ normal(a + b * x, s); }", "y")
+    True
+    >>> is_variate("model { y ~ normal(a + b * x, s); }", "x")
+    False
+    """
+    from loo_adapt.stan.stan_source import mask
+
+    text = mask(code)
+    word = re.escape(name)
+    return bool(re.search(_DENSITY_CALL + word + r"\b", text)
+                or re.search(r"(?<![\w.])" + word + r"\s*(?:\[[^;~{}]*\])?\s*~", text))
+
+
+def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
+    """The per-observation data entry, modelled as a variate (`is_variate`), whose row ``i``
+    enters the program's target only through ``log_lik[i]``, or None.
+
+    Row i of each such entry in turn takes the value of the row farthest from it;
+    the entry qualifies where, at the unconstrained draws ``U``, the target's change minus
+    ``log_lik[i]``'s change varies by at most `TERM_SLACK` nats while ``log_lik[i]``'s change
+    itself varies (the entry matters to it).
+
+    Parameters
+    ----------
+    program : `loo_adapt.stan.program.StanProgram`.
+    U : (S, P) unconstrained draws of the full-data model.
+    lp_full : (S,) the full-data log density at ``U`` (with the Jacobian).
+    ll_i : (S,) the program's ``log_lik[i]`` at ``U``.
+    i : the observation (0-based).
+    """
+    from loo_adapt.stan import backends as _stan
+    from loo_adapt.stan.log_density import StanLogDensity
+
+    try:
+        entries = program.observation_vars()
+    except ValueError:  # cannot tell which entries are per-observation
+        return None
+    code = program.stan_file.read_text()
+    for name, axis in entries.items():
+        if not is_variate(code, name):
+            continue
+        changed = _with_row_of_another(program.data[name], axis, i)
+        if changed is None:
+            continue
+        data = dict(program.data)
+        data[name] = changed
+        try:
+            other = StanLogDensity.from_stan(program.stan_file, _stan._jsonable(data),
+                                             log_lik=program.log_lik_name)
+            if other.n_params != U.shape[1]:
+                continue
+            lp_other = other.log_density(U)
+            ll_other = other.log_lik(U, i)
+        except Exception:  # noqa: BLE001 - the changed data does not load: not this entry
+            continue
+        d_ll = np.asarray(ll_i) - ll_other
+        moved = spread(d_ll)
+        resid = spread(np.asarray(lp_full) - lp_other - d_ll)
+        if moved is not None and resid is not None and moved > _INFORMATIVE \
+                and resid <= TERM_SLACK:
+            return name
+    return None
+
+
+def couples_through_data(program, U=None, rows=(0,), seed: int = 0) -> str | None:
+    """Why a refit must leave observations out by term although the parameters do not
+    change, or None where dropping the data row is exact (or no check can say).
+
+    At the unconstrained draws ``U`` (default: 16 standard-normal points, seeded), for each
+    observation of ``rows``: where the program without that row's data differs from the
+    full-data program by more than its ``log_lik`` term (varying by more than `TERM_SLACK`),
+    and `outcome_entry` finds the entry whose row enters only through ``log_lik``, the reason
+    is returned.
+
+    Examples
+    --------
+    >>> couples_through_data(prog)  # doctest: +SKIP
+    "dropping observation 0's data changes the other observations' terms (transformed ..."
+    """
+    density = program.log_density()
+    if U is None:
+        U = np.random.default_rng(seed).standard_normal((16, density.n_params))
+    lp_full = density.log_density(U)
+    for i in rows:
+        try:
+            reduced = program.log_density_without(int(i))
+        except Exception:  # noqa: BLE001 - the data cannot drop the row: refits say why
+            return None
+        if reduced.n_params != density.n_params:
+            return None
+        ll_i = density.log_lik(U, int(i))
+        s = spread(lp_full - reduced.log_density(U) - ll_i)
+        if s is None or s <= TERM_SLACK:
+            continue
+        entry = outcome_entry(program, U, lp_full, ll_i, int(i))
+        if entry is not None:
+            return reason_by_term(int(i), entry, s)
+    return None
+
+
+def reason_by_term(i: int, entry: str, resid: float) -> str:
+    """The note a program left out by term carries."""
+    return (f"dropping observation {i}'s data changes the other observations' terms (the "
+            f"target without it differs from the full data's by more than its log_lik, by up "
+            f"to {resid:.3g} nats across draws: transformed data computed from every row, such "
+            f"as predictors centred on their means), while its row of {entry!r} enters the "
+            "target only through log_lik: refits take its log_lik term out of the full-data "
+            "target instead of dropping its data")

@@ -1,0 +1,154 @@
+"""A program with predictors centred in transformed data (the shape brms writes) is left out
+by term: dropping a row re-centres every other row, so a refit on the reduced data is
+another model's, and the full-data log_lik at its draws mixes the two parameterisations.
+
+The oracle is the same model written independently with a weight on each observation's
+likelihood term, the held-out row's weight 0 (every row still centres the predictors),
+sampled long; its Monte Carlo error comes from batch means.  A program whose transformed
+data standardises the outcome stays refused."""
+
+from __future__ import annotations
+
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+import loo_adapt
+from loo_adapt.stan.identity import ProgramMismatchError, check_program_matches
+from loo_adapt.stan.leave_out import couples_through_data
+from loo_adapt.stan.program import StanProgram
+from loo_adapt.stan.refit import refit_loo
+
+stanli = pytest.importorskip("stanli", reason="the embedded sampler comes with the stanli extra")
+
+PROGRAMS = pathlib.Path(__file__).resolve().parent / "programs"
+CENTRED = PROGRAMS / "brms_centred.stan"
+
+# the oracle: brms_centred.stan written with a weight per observation's likelihood term
+WEIGHTED = """
+data { int<lower=1> N; vector[N] Y; int<lower=1> K; matrix[N, K] X; vector[N] w; }
+transformed data {
+  matrix[N, K] Xc;
+  for (k in 1:K) Xc[, k] = X[, k] - mean(X[, k]);
+}
+parameters { vector[K] b; real Intercept; real<lower=0> sigma; }
+model {
+  for (n in 1:N) target += w[n] * normal_lpdf(Y[n] | Intercept + Xc[n] * b, sigma);
+  Intercept ~ student_t(3, 0, 2.5);
+  b ~ normal(0, 5);
+  sigma ~ student_t(3, 0, 2.5);
+}
+generated quantities {
+  vector[N] log_lik;
+  for (n in 1:N) log_lik[n] = normal_lpdf(Y[n] | Intercept + Xc[n] * b, sigma);
+}
+"""
+
+# the outcome standardised in transformed data: each row's y enters every row's term
+STANDARDISED = """
+data { int<lower=1> N; vector[N] Y; vector[N] x; }
+transformed data { vector[N] Ys = (Y - mean(Y)) / sd(Y); }
+parameters { real a; real b; real<lower=0> sigma; }
+model {
+  Ys ~ normal(a + b * x, sigma);
+  a ~ normal(0, 2); b ~ normal(0, 2); sigma ~ normal(0, 2);
+}
+generated quantities {
+  vector[N] log_lik;
+  for (n in 1:N) log_lik[n] = normal_lpdf(Ys[n] | a + b * x[n], sigma);
+}
+"""
+
+
+def _data(n=30, seed=3):
+    """A linear regression whose row 0 has far predictors and a far outcome."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    X[0] = [6.0, -4.0]
+    Y = 1.0 + X @ np.array([1.0, -0.5]) + rng.normal(scale=0.6, size=n)
+    Y[0] += 3.0
+    return {"N": n, "K": 2, "X": X.tolist(), "Y": Y.tolist()}
+
+
+def _weighted_truth(tmp_path, data, i, draws=25000):
+    """elpd_i of the weighted program with w_i = 0 and its MCSE (batch means, 20 batches)."""
+    path = tmp_path / "weighted.stan"
+    path.write_text(WEIGHTED)
+    w = np.ones(data["N"])
+    w[i] = 0.0
+    fit = stanli.Model(stan_file=str(path), data={**data, "w": w.tolist()}).sample(
+        seed=11, chains=4, samples=draws, refresh=0)
+    ll = np.asarray(fit["log_lik"]).reshape(4 * draws, data["N"])[:, i]
+    elpd = float(logsumexp(ll) - np.log(ll.size))
+    batches = np.array([logsumexp(b) - np.log(b.size) for b in np.split(ll, 20)])
+    return elpd, float(batches.std(ddof=1) / np.sqrt(20))
+
+
+def test_centred_predictors_leave_out_by_term_and_an_uncentred_program_by_data(tmp_path):
+    data = _data()
+    prog = StanProgram(CENTRED, data, backend="stanli")
+    assert couples_through_data(prog) is not None
+    assert prog.leaves_out_by_term()
+    assert "'Y'" in prog.by_term_reason
+    raw = tmp_path / "raw.stan"  # the same model on the raw predictors: dropping a row is exact
+    raw.write_text(CENTRED.read_text().replace("Xc[, i] = X[, i] - means_X[i];",
+                                               "Xc[, i] = X[, i];"))
+    plain = StanProgram(raw, data, backend="stanli")
+    assert couples_through_data(plain) is None
+    assert not plain.leaves_out_by_term()
+
+
+def test_refits_of_centred_predictors_match_the_weighted_program(tmp_path):
+    data = _data()
+    truth, truth_se = _weighted_truth(tmp_path, data, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_term = refit_loo([0], program=StanProgram(CENTRED, data, backend="stanli"),
+                            seed=3, progress=False, n_jobs=1)
+        dropped = StanProgram(CENTRED, data, backend="stanli")
+        dropped.leave_out_by_term(None)  # as before: the row's data dropped
+        old = refit_loo([0], program=dropped, seed=3, progress=False, n_jobs=1)
+    assert by_term.reliable[0]
+    se = np.hypot(by_term.mcse_elpd_i[0], truth_se)
+    assert abs(by_term.elpd_i[0] - truth) < 4 * se, (by_term.elpd_i[0], truth, se)
+    # the construction tells the two apart: dropping the row misses by many MCSEs
+    se_old = np.hypot(old.mcse_elpd_i[0], truth_se)
+    assert abs(old.elpd_i[0] - truth) > 5 * se_old, (old.elpd_i[0], truth, se_old)
+
+
+def test_loo_accepts_centred_predictors_and_its_outlier_is_right(tmp_path):
+    data = _data()
+    prog = StanProgram(CENTRED, data, backend="stanli")
+    fit = prog.fit(chains=4, warmup=500, draws=1000, seed=2)
+    check = check_program_matches(prog, fit)  # refused before
+    assert check.by_term_reason is not None and "'Y'" in check.by_term_reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pw = loo_adapt.loo(fit, program=prog, seed=4, progress=False,
+                           refit_kwargs={"n_jobs": 1}).loo_adapt
+    assert pw.checked_for_bias.all(), pw.reason[~pw.checked_for_bias]
+    truth, truth_se = _weighted_truth(tmp_path, data, 0)
+    se = np.hypot(pw.mcse_elpd_i[0], truth_se)
+    assert abs(pw.elpd_i[0] - truth) < 4 * se, (pw.elpd_i[0], truth, se)
+
+
+def test_an_outcome_standardised_in_transformed_data_is_refused(tmp_path):
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=25)
+    data = {"N": 25, "x": x.tolist(), "Y": (2.0 + 3.0 * x + rng.normal(size=25)).tolist()}
+    path = tmp_path / "standardised.stan"
+    path.write_text(STANDARDISED)
+    prog = StanProgram(path, data, backend="stanli")
+    fit = prog.fit(chains=2, warmup=300, draws=300, seed=1)
+    with pytest.raises(ProgramMismatchError, match="no per-observation data entry"):
+        check_program_matches(prog, fit)
+    assert couples_through_data(prog) is None  # refits by themselves drop the row, as before
+
+
+def test_kfold_refuses_folds_it_cannot_leave_out_by_term():
+    prog = StanProgram(CENTRED, _data(), backend="stanli")
+    with pytest.raises(ValueError, match="one row at a time"):
+        loo_adapt.kfold(prog, K=5, n_jobs=1, progress=False)
