@@ -27,7 +27,16 @@ def _start(out: Path, log: Path) -> subprocess.Popen:
         [sys.executable, "-m", "loo_adapt.cli", "evaluate", str(SAMPLE), "--data",
          str(DATA_JSON), "--model", "logistic", "--no-adapt", "--fallback", "refit",
          "--backend", "stanli", "--max-refits", "30", "--out", str(out)],
-        stdout=subprocess.DEVNULL, stderr=open(log, "w"), env=env)
+        stdout=subprocess.DEVNULL, stderr=open(log, "w"), env=env,
+        preexec_fn=_interactive_sigint)
+
+
+def _interactive_sigint():
+    """In the child before exec: SIGINT at its default, as a terminal gives it. A runner
+    started in the background (`cmd &` in a script, as CI may be) ignores SIGINT and its
+    children inherit that, so the CLI would start with Ctrl-C ignored and the signal below
+    would be dropped wherever no sampler's own handler is in force (1 run in 6 under load)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for_refits(proc, log: Path, timeout=120.0):
