@@ -106,6 +106,14 @@ def _brms(rng, n=12, k=2):
     return {"N": n, "K": k, "X": X, "Y": 1.0 + X @ rng.normal(size=k) + rng.normal(size=n)}
 
 
+def _brms_groups(rng, n=12, n_groups=3):
+    x = rng.normal(size=n)
+    g = rng.integers(1, n_groups + 1, size=n)
+    return {"N": n, "Y": 0.5 + x + rng.normal(size=n), "K": 2,
+            "X": np.column_stack([np.ones(n), x]), "Kc": 1, "N_1": n_groups, "M_1": 1,
+            "J_1": g, "Z_1_1": np.ones(n), "prior_only": 0}
+
+
 # program -> (idioms it exercises, data builder)
 CORPUS = {
     "loop_yrep": ("log_lik and y_rep (_rng) in the same loop", _logistic),
@@ -142,6 +150,9 @@ CORPUS = {
                        "while the data also has N", _group_index),
     "brms_centred": ("brms's shape: predictors centred in transformed data, a glm call, "
                      "log_lik added by hand", _brms),
+    "brms_hierarchical": ("brms's shape for a varying intercept: the likelihood inside "
+                          "if (!prior_only) with a local mu, lprior in transformed "
+                          "parameters, a group index", _brms_groups),
     "transformed_loglik": ("log_lik a transformed parameter the model block sums, y_rep in "
                            "generated quantities", _logistic),
 }
