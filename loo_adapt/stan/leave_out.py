@@ -173,10 +173,9 @@ def couples_through_data(program, U=None, rows=(0,), seed: int = 0) -> str | Non
 
 
 def reason_by_term(i: int, entry: str, resid: float) -> str:
-    """The note a program left out by term carries."""
+    """Why a program is left out by term (`StanProgram.by_term_reason`)."""
     return (f"dropping observation {i}'s data changes the other observations' terms (the "
             f"target without it differs from the full data's by more than its log_lik, by up "
             f"to {resid:.3g} nats across draws: transformed data computed from every row, such "
             f"as predictors centred on their means), while its row of {entry!r} enters the "
-            "target only through log_lik: refits take its log_lik term out of the full-data "
-            "target instead of dropping its data")
+            "target only through log_lik")

@@ -134,6 +134,9 @@ def test_loo_accepts_centred_predictors_and_its_outlier_is_right(tmp_path):
                                khat_threshold=0.3, seed=4, progress=False).loo_adapt
     assert pw.checked_for_bias.all(), pw.reason[~pw.checked_for_bias]
     assert refits.method[0] == "refit" and refits.checked_for_bias[0]
+    # the summary says what "refit" means for this program
+    assert any("log_lik term out of the full-data target" in note and "'Y'" in note
+               for note in refits.all_notes())
     truth, truth_se = _weighted_truth(tmp_path, data, 0)
     for est in (pw, refits):
         se = np.hypot(est.mcse_elpd_i[0], truth_se)
