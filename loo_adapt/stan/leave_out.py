@@ -149,7 +149,7 @@ def couples_through_data(program, U=None, rows=(0,), seed: int = 0) -> str | Non
     Examples
     --------
     >>> couples_through_data(prog)  # doctest: +SKIP
-    "dropping observation 0's data changes the other observations' terms (transformed ..."
+    "dropping observation 0's data changes the other observations' terms (the target ..."
     """
     density = program.log_density()
     if U is None:
