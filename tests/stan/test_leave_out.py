@@ -10,6 +10,7 @@ data standardises the outcome stays refused."""
 from __future__ import annotations
 
 import pathlib
+import re
 import warnings
 
 import numpy as np
@@ -160,3 +161,22 @@ def test_kfold_refuses_folds_it_cannot_leave_out_by_term():
     prog = StanProgram(CENTRED, _data(), backend="stanli")
     with pytest.raises(ValueError, match="one row at a time"):
         loo_adapt.kfold(prog, K=5, n_jobs=1, progress=False)
+
+
+def test_other_names_and_an_array_log_lik_take_the_same_path(tmp_path):
+    """The count sizes log_lik whatever its name, the variate is found by its own name, and
+    an ``array[n_obs] real log_lik`` is read as the vector is."""
+    code = re.sub(r"\bY\b", "y_obs", re.sub(r"\bN\b", "n_obs", CENTRED.read_text()))
+    code = code.replace("vector[n_obs] log_lik;", "array[n_obs] real log_lik;")
+    path = tmp_path / "renamed.stan"
+    path.write_text(code)
+    data = _data()
+    renamed = {"n_obs": data["N"], "K": data["K"], "X": data["X"], "y_obs": data["Y"]}
+    prog = StanProgram(path, renamed, backend="stanli")
+    assert prog.leaves_out_by_term() and "'y_obs'" in prog.by_term_reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = refit_loo([0], program=prog, seed=5, progress=False, n_jobs=1)
+    truth, truth_se = _weighted_truth(tmp_path, data, 0)
+    se = np.hypot(res.mcse_elpd_i[0], truth_se)
+    assert res.reliable[0] and abs(res.elpd_i[0] - truth) < 4 * se, (res.elpd_i[0], truth, se)
