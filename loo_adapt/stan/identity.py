@@ -26,7 +26,7 @@ cannot be checked this way (they are not posterior draws): a warning says so.
 Last, ``log_lik`` must be each observation's term in the model block, since the refits leave
 out the observation's data while MixIS divides by its ``log_lik``: at those draws, for a few
 observations i, log p(theta | data) - log p(theta | data without i) - log_lik[i] must not
-vary across draws by more than `_TERM_SLACK` nats (a ``log_lik`` with another scale or a
+vary across draws by more than `TERM_SLACK` nats (a ``log_lik`` with another scale or a
 missing term varies by far more; a constant offset is allowed).
 """
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loo_adapt.result import observation_label
-from loo_adapt.stan.leave_out import TERM_SLACK, outcome_entry, reason_by_term
+from loo_adapt.stan.leave_out import TERM_SLACK, outcome_entry, reason_by_term, term_residual
 
 __all__ = ["ProgramMismatchError", "IdentityCheck", "check_program_matches"]
 
@@ -47,12 +47,9 @@ _PRINTED = 1e-5
 #: draws of the score check (spread over every chain) and its family-wise false-alarm rate
 _SCORE_DRAWS = 400
 _SCORE_ALPHA = 1e-6
-#: observations whose log_lik is compared with their term in the model block, and how much
-#: (nats) that difference may vary across draws: below the MCSEs any verified row carries,
-#: far below a log_lik with another scale or a missing term
+#: observations whose log_lik is compared with their term in the model block (how much that
+#: difference may vary across draws: `loo_adapt.stan.leave_out.TERM_SLACK`)
 _TERM_ROWS = 3
-_TERM_SLACK = TERM_SLACK
-_EPS = np.finfo(np.float64).eps
 
 
 class ProgramMismatchError(ValueError):
@@ -317,7 +314,7 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
     """(observations checked, largest variation) of log p(theta | data) - log p(theta | data
     without i) - log_lik[i] across the draws ``U`` (``lp_full``: the first term there), for
     `_TERM_ROWS` observations spread over the data; raises `ProgramMismatchError` beyond
-    `_TERM_SLACK` (see the module)."""
+    `TERM_SLACK` (see the module)."""
     n = ll_prog.shape[1]
     if n < 2:
         return (), float("nan"), None
@@ -343,16 +340,11 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
                 "target) rest on log_lik[i] being observation i's likelihood term; make sure "
                 "it is", stacklevel=4)
             break
-        lp_i = reduced.log_density(U)
-        r = lp_full - lp_i - ll_prog[:, i]
-        # draws whose log densities are too large for float64 to resolve the slack in their
-        # difference (an approximation's draws far out, log density ~ -1e18) tell nothing
-        ok = np.isfinite(r) & (np.abs(lp_full) + np.abs(lp_i) < 1e-3 * _TERM_SLACK / _EPS)
-        if ok.sum() < 2:
+        spread = term_residual(lp_full, reduced.log_density(U), ll_prog[:, i])
+        if spread is None:
             continue
-        spread = float(np.max(r[ok]) - np.min(r[ok]))
         checked.append(i)
-        if spread <= _TERM_SLACK:
+        if spread <= TERM_SLACK:
             worst = max(worst, spread)
             continue
         entry = outcome_entry(program, U, lp_full, ll_prog[:, i], i)

@@ -28,8 +28,8 @@ import re
 
 import numpy as np
 
-__all__ = ["TERM_SLACK", "spread", "outcome_entry", "couples_through_data", "reason_by_term",
-           "is_variate"]
+__all__ = ["TERM_SLACK", "spread", "term_residual", "outcome_entry", "couples_through_data",
+           "reason_by_term", "is_variate"]
 
 #: how much (nats) log p(theta | data) - log p(theta | other data) - (the log_lik change) may
 #: vary across draws: below the MCSEs any verified row carries, far below a log_lik with
@@ -38,6 +38,7 @@ TERM_SLACK = 0.01
 #: a perturbation of an entry's row moves log_lik[i] across draws by at least this much, or it
 #: tells nothing about whether log_lik[i] is the row's term
 _INFORMATIVE = 10 * TERM_SLACK
+_EPS = np.finfo(np.float64).eps
 
 
 def spread(r) -> float | None:
@@ -45,6 +46,19 @@ def spread(r) -> float | None:
     r = np.asarray(r, dtype=np.float64)
     r = r[np.isfinite(r)]
     return None if r.size < 2 else float(r.max() - r.min())
+
+
+def term_residual(lp_full, lp_other, d_ll) -> float | None:
+    """How much lp_full - lp_other - d_ll varies across draws (`spread`): the target's change
+    between two data sets beyond the change of ``log_lik`` (``d_ll``; for a dropped row, its
+    ``log_lik`` itself).  Draws whose log densities are too large for float64 to resolve
+    `TERM_SLACK` in their difference (an approximation's draws far out, log density ~ -1e18)
+    tell nothing and are left out; None with fewer than two draws left."""
+    lp_full = np.asarray(lp_full, dtype=np.float64)
+    lp_other = np.asarray(lp_other, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        resolved = np.abs(lp_full) + np.abs(lp_other) < 1e-3 * TERM_SLACK / _EPS
+    return spread(np.where(resolved, lp_full - lp_other - np.asarray(d_ll), np.nan))
 
 
 def _with_row_of_another(value, axis: int, i: int):
@@ -129,7 +143,7 @@ def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
             continue
         d_ll = np.asarray(ll_i) - ll_other
         moved = spread(d_ll)
-        resid = spread(np.asarray(lp_full) - lp_other - d_ll)
+        resid = term_residual(lp_full, lp_other, d_ll)
         if moved is not None and resid is not None and moved > _INFORMATIVE \
                 and resid <= TERM_SLACK:
             return name
@@ -163,7 +177,7 @@ def couples_through_data(program, U=None, rows=(0,), seed: int = 0) -> str | Non
         if reduced.n_params != density.n_params:
             return None
         ll_i = density.log_lik(U, int(i))
-        s = spread(lp_full - reduced.log_density(U) - ll_i)
+        s = term_residual(lp_full, reduced.log_density(U), ll_i)
         if s is None or s <= TERM_SLACK:
             continue
         entry = outcome_entry(program, U, lp_full, ll_i, int(i))
