@@ -97,8 +97,9 @@ class Refit:
 def _bridge_heavy_tails(ctx, res) -> tuple[str, ...]:
     """Bridge each refit of ``res`` whose only failed check is the tail check with the
     posterior draws of its row (`loo_adapt.core.bridge.bridge_elpd`), in place: elpd, MCSE,
-    LOO probability, verified.  Not where the posterior draws are an approximation's or
-    their chains disagree on the row (the bridge leans on them).  Returns the note."""
+    verified (the LOO probability is left for `RefitResult.to_estimate` to derive).  Not
+    where the posterior draws are an approximation's or their chains disagree on the row (the
+    bridge leans on them).  Returns the note."""
     chains = ctx.chain_log_lik  # (chains, draws, n), None for draws of an approximation
     if chains is None:
         return ()
@@ -113,9 +114,7 @@ def _bridge_heavy_tails(ctx, res) -> tuple[str, ...]:
         elpd, mcse = bridge_elpd(chains[..., i], res.log_lik[pos])
         res.elpd_i[pos], res.mcse_elpd_i[pos] = elpd, mcse
         res.reliable[pos], res.reason[pos], res.status[pos] = True, "", "ok"
-        if ctx.y is not None:
-            p = float(np.exp(elpd))
-            res.loo_prob[pos] = p if ctx.y[i] == 1 else 1.0 - p
+        res.loo_prob[pos] = np.nan  # the refit's; `to_estimate(y)` derives it from the bridge's
         done.append(i)
     if not done:
         return ()
