@@ -70,7 +70,7 @@ class Refit:
         warn = kwargs.pop("warn", True)
         res = refit_loo(order, program, warn=False, **kwargs)
         notes = _bridge_heavy_tails(ctx, res)
-        reason = getattr(program, "by_term_reason", None)
+        reason = None if "refit_fn" in kwargs else getattr(program, "by_term_reason", None)
         if reason and res.n_refitted:  # what "exact refit" means for this program
             notes = notes + (f"The refits took each observation's log_lik term out of the "
                              f"full-data target instead of dropping its data: {reason}.",)
