@@ -39,6 +39,7 @@ import numpy as np
 
 from loo_adapt.result import observation_label
 from loo_adapt.stan.leave_out import TERM_SLACK, outcome_entry, reason_by_term, term_residual
+from loo_adapt.stan.log_density import UnsupportedProgramError
 
 __all__ = ["ProgramMismatchError", "IdentityCheck", "check_program_matches"]
 
@@ -165,10 +166,12 @@ def check_program_matches(program, draws, *, var_name: str | None = None, n_chec
             f"{n_fit}: the data is not the fit's")
     try:
         density = program.log_density()
-    except ImportError as err:
-        raise ProgramMismatchError(
+    except ImportError as err:  # a missing tool, not a fault of the program
+        raise UnsupportedProgramError(
             f"the program cannot be checked against the fit without BridgeStan ({err}); "
             "install the stanli extra: pip install 'loo-adapt[stanli]'") from err
+    except UnsupportedProgramError:
+        raise  # no tool here runs it: says nothing about the program against the fit
     except Exception as err:  # noqa: BLE001 - a program that does not load with its data
         if any(w in str(err) for w in ("Syntax error", "Semantic error")):  # stanc's words
             raise ProgramMismatchError(

@@ -11,15 +11,93 @@ recomputes the pointwise log-likelihood.  Used by full-space moment matching
 from __future__ import annotations
 
 import hashlib
+import pathlib
 import re
 
 import numpy as np
 
-__all__ = ["StanLogDensity"]
+__all__ = ["StanLogDensity", "UnsupportedProgramError", "bridgestan_model"]
 
 #: `StanLogDensity.unconstrain` keeps its last result when it holds at most this many values
 #: (8 x 2^20: 64 MiB)
 _KEEP_VALUES = 8 * 2**20
+
+class UnsupportedProgramError(RuntimeError):
+    """No log-density interface here can run this program (stanli's interpreter lacks a
+    function or type it uses, and BridgeStan cannot compile it). Says nothing against the
+    program itself."""
+
+
+#: words of stanli's errors for a Stan feature its interpreter does not implement
+_STANLI_LACKS = re.compile(r"\bunsupported\b|not (?:yet )?(?:supported|implemented)", re.I)
+
+
+def bridgestan_model(stan_file, data, **kw):
+    """A ``bridgestan.StanModel`` of the program with ``data`` (a JSON-able mapping).
+
+    stanli's (``stanli.bridgestan_model``: nothing compiled) first. Where stanli is not
+    installed or its interpreter lacks a feature the program uses (``qr_thin_Q``, for one),
+    BridgeStan compiles the program (``bridgestan.StanModel``: a C++ toolchain and
+    BridgeStan's sources, found through ``BRIDGESTAN`` or ``bridgestan.set_bridgestan_path``).
+    BridgeStan compiles a copy of the program in loo_adapt's cache, in a folder named by its
+    text: the user's folder may be read-only, and a process cannot load a changed library
+    again under the same name, so an edited program gets a library of its own. stanc's
+    syntax and semantic errors, and data that does not fit the program, are raised as
+    stanli or BridgeStan gives them.
+
+    Raises
+    ------
+    UnsupportedProgramError
+        Neither can run the program; the message says what each answered.
+    """
+    import json
+
+    source = pathlib.Path(stan_file).resolve()
+    try:
+        import stanli
+    except ImportError as err:
+        stanli_said = f"stanli is not installed ({err})"
+    else:
+        try:
+            return stanli.bridgestan_model(stan_file=str(stan_file), data=data, **kw)
+        except RuntimeError as err:
+            if not _STANLI_LACKS.search(str(err)):
+                raise
+            stanli_said = f"stanli's interpreter cannot run it ({err})"
+    try:
+        import bridgestan
+    except ImportError:
+        raise UnsupportedProgramError(
+            f"cannot evaluate {pathlib.Path(stan_file).name}'s log density: {stanli_said}, and "
+            "BridgeStan, which would compile it, is not installed (pip install bridgestan; "
+            "it needs a C++ toolchain). This is a limit of the tools, not a fault of the "
+            "program.") from None
+    try:
+        lib = bridgestan.compile_model(_compile_target(stan_file),
+                                       stanc_args=[f"--include-paths={source.parent}"])
+    except Exception as err:  # noqa: BLE001 - no toolchain, no sources, a compile error
+        raise UnsupportedProgramError(
+            f"cannot evaluate {pathlib.Path(stan_file).name}'s log density: {stanli_said}, and "
+            f"BridgeStan could not compile it ({type(err).__name__}: "
+            f"{' '.join(str(err).split())[:400]}). BridgeStan compiles with a C++ toolchain "
+            "from its sources: set the BRIDGESTAN environment variable to a BridgeStan "
+            "checkout where it cannot download them.") from err
+    return bridgestan.StanModel(str(lib), json.dumps(data), **{"warn": False, **kw})
+
+
+def _compile_target(stan_file) -> pathlib.Path:
+    """The program's copy in the cache folder named by its text (see `bridgestan_model`)."""
+    import shutil
+
+    from loo_adapt.stan.backends import _cache_dir, write_to_cache
+
+    path = pathlib.Path(stan_file)
+    text = path.read_bytes()
+    target = _cache_dir() / "bridgestan" / hashlib.sha256(text).hexdigest()[:16] / path.name
+    if not target.is_file():
+        write_to_cache(target, lambda t: shutil.copyfile(path, t))
+    return target
+
 
 class StanLogDensity:
     """Log density, gradient and pointwise log-likelihood of a Stan model, unconstrained scale.
@@ -53,11 +131,9 @@ class StanLogDensity:
 
     @classmethod
     def from_stan(cls, stan_file, data, *, log_lik: str = "log_lik", seed: int = 0, **kw):
-        """Build through ``stanli.bridgestan_model`` (offline, no C++ toolchain needed)."""
-        import stanli
-
-        return cls(stanli.bridgestan_model(stan_file=str(stan_file), data=data, **kw),
-                   log_lik=log_lik, seed=seed)
+        """Build through `bridgestan_model`: stanli's interpreter (offline, no C++
+        toolchain), or BridgeStan's compiled model where stanli cannot run the program."""
+        return cls(bridgestan_model(stan_file, data, **kw), log_lik=log_lik, seed=seed)
 
     # ---- constrained <-> unconstrained ------------------------------------------------------
     def constrained_matrix(self, draws, rows=None) -> np.ndarray:
