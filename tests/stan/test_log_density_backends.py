@@ -6,9 +6,10 @@ Such a program used to be refused by ``loo(fit, program=...)`` as "not loading w
 (a ``ProgramMismatchError``), which blamed a correct program. Where BridgeStan can compile it,
 it is now used; where it cannot, the error says which tool lacks what.
 
-The end-to-end test needs CmdStan (to sample the program) and a BridgeStan source tree whose
-version is the installed ``bridgestan`` package's (``BRIDGESTAN``); elsewhere it is skipped
-with that reason. Its oracle is the closed-form leave-one-out predictive of the model.
+The end-to-end tests need CmdStan (to sample the program) and a BridgeStan source tree whose
+version is the installed ``bridgestan`` package's (``BRIDGESTAN``); elsewhere they are skipped
+with that reason. Their oracles: the closed-form leave-one-out predictive of the flat-prior
+model (``loo()``), and quadrature over sigma with priors on the QR scale (refits by term).
 """
 
 import os
@@ -135,3 +136,56 @@ def test_qr_program_through_bridgestan_against_closed_form_loo(tmp_path, monkeyp
     assert np.max(np.abs(z)) < 4.5
     assert abs(res.elpd_i.sum() - truth.sum()) < 4 * res.estimates()["mcse_elpd_loo"]
     assert np.asarray(res.reliable).all()
+
+
+@pytest.mark.skipif(not (backends.cmdstan_available() and _bridgestan_source()),
+                    reason="needs CmdStan (to refit the QR program) and a BridgeStan source "
+                           "tree of the installed bridgestan's version in BRIDGESTAN; not "
+                           "installable on CI")
+def test_qr_program_with_priors_refits_by_term_against_quadrature(tmp_path, monkeypatch):
+    """With proper priors on the QR scale (theta ~ N(0, I)), dropping a row's data changes
+    R and so the prior on the regression coefficients: the leave-one-out posterior is the
+    full-data target without the row's log_lik term, which `refit_loo` fits through the
+    flagged program on CmdStan. Oracle: beta = R^-1 theta ~ N(0, (R'R)^-1) with R from all
+    rows, alpha ~ N(0, 10^2), so y | sigma is Gaussian and p(y_i | y_-i) is a ratio of
+    marginal likelihoods integrated over sigma ~ Exponential(1) on a grid."""
+    from scipy.special import logsumexp
+
+    from loo_adapt.stan.refit import refit_loo
+
+    monkeypatch.setenv("LOO_ADAPT_CACHE", str(tmp_path / "cache"))
+    code = QR.read_text().replace(
+        "  y ~ normal(Q_ast * theta + alpha, sigma);",
+        "  theta ~ normal(0, 1);\n  alpha ~ normal(0, 10);\n  sigma ~ exponential(1);\n"
+        "  y ~ normal(Q_ast * theta + alpha, sigma);")
+    stan_file = tmp_path / "qr_priors.stan"
+    stan_file.write_text(code)
+    rng = np.random.default_rng(5)
+    n, k = 30, 3
+    x = rng.normal(size=(n, k))
+    y = x @ np.array([1.0, -0.5, 0.3]) + rng.normal(size=n)
+    x[0], y[0] = [3.0, -2.5, 2.0], 9.0
+    data = {"N": n, "K": k, "x": x.tolist(), "y": y.tolist()}
+    program = StanProgram(stan_file, data)
+    assert program.leaves_out_by_term() and "changes the other observations" in (
+        program.by_term_reason or "")
+
+    r = np.linalg.qr(x, mode="r") / np.sqrt(n - 1)
+    prior_cov = np.linalg.inv(r.T @ r)  # sign-free: (R'R)^-1
+    grid = np.linspace(0.05, 6.0, 1200)
+
+    def log_evidence(rows):
+        xs = x[rows]
+        cov = xs @ prior_cov @ xs.T + 100.0 * np.ones((rows.size, rows.size))
+        lv = [stats.multivariate_normal(np.zeros(rows.size), cov + s**2 * np.eye(rows.size))
+              .logpdf(y[rows]) for s in grid]
+        return logsumexp(np.asarray(lv) + stats.expon.logpdf(grid)) + np.log(grid[1] - grid[0])
+
+    every = log_evidence(np.arange(n))
+    truth = np.array([every - log_evidence(np.delete(np.arange(n), i)) for i in (0, 1)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = refit_loo([0, 1], program=program, seed=7, progress=False, n_jobs=1)
+    assert res.reliable.all()
+    z = (res.elpd_i - truth) / res.mcse_elpd_i
+    assert np.all(np.abs(z) < 4), (res.elpd_i, truth, res.mcse_elpd_i)
