@@ -28,13 +28,13 @@ import logging
 import os
 import pathlib
 import re
-import shutil
 from collections.abc import Mapping
 
 import numpy as np
 
 from loo_adapt.draws import Draws
 from loo_adapt.models import registry as _registry
+from loo_adapt.stan.stan_source import program_text
 
 BACKENDS = ("cmdstan", "stanli", "pystan")
 APPROXIMATE_METHODS = ("variational", "laplace", "pathfinder")
@@ -238,7 +238,8 @@ def _load_data(data) -> dict:
 
 def _prepare_data(path: pathlib.Path, name: str | None, data, mixis: bool) -> dict:
     data = _load_data(data)
-    declares_mixis = re.search(r"\bint\s*<[^>]*>\s*mixis\s*;|\bint\s+mixis\s*;", path.read_text())
+    code = program_text(path)
+    declares_mixis = re.search(r"\bint\s*<[^>]*>\s*mixis\s*;|\bint\s+mixis\s*;", code)
     if mixis and not declares_mixis:
         raise ValueError(
             f"mixis=True needs a program that declares `int mixis;` in its data block; "
@@ -249,7 +250,7 @@ def _prepare_data(path: pathlib.Path, name: str | None, data, mixis: bool) -> di
             data["mixis"] = 1
         else:
             data.setdefault("mixis", 0)
-        _default_mixis_rows(path.read_text(), data)
+        _default_mixis_rows(code, data)
     if name is not None:
         missing = [k for k in _REQUIRED_DATA[name] if k not in data]
         if missing:
@@ -411,10 +412,11 @@ def _cmdstan_model(path: pathlib.Path):
     """
     import cmdstanpy
 
-    text = path.read_bytes()
-    target = _cache_dir() / "cmdstan" / hashlib.sha256(text).hexdigest()[:16] / path.name
+    text = program_text(path)  # its #include files inlined: the copy lives elsewhere
+    target = (_cache_dir() / "cmdstan" / hashlib.sha256(text.encode()).hexdigest()[:16]
+              / path.name)
     if not target.is_file():
-        write_to_cache(target, lambda t: shutil.copyfile(path, t))
+        write_to_cache(target, lambda t: t.write_text(text))
     return cmdstanpy.CmdStanModel(stan_file=str(target))
 
 

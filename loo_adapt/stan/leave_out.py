@@ -118,12 +118,13 @@ def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
     """
     from loo_adapt.stan import backends as _stan
     from loo_adapt.stan.log_density import StanLogDensity
+    from loo_adapt.stan.stan_source import program_text
 
     try:
         entries = program.observation_vars()
     except ValueError:  # cannot tell which entries are per-observation
         return None
-    code = program.stan_file.read_text()
+    code = program_text(program.stan_file)
     for name, axis in entries.items():
         if not is_variate(code, name):
             continue

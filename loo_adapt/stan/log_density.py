@@ -52,7 +52,6 @@ def bridgestan_model(stan_file, data, **kw):
     """
     import json
 
-    source = pathlib.Path(stan_file).resolve()
     try:
         import stanli
     except ImportError as err:
@@ -73,8 +72,7 @@ def bridgestan_model(stan_file, data, **kw):
             "it needs a C++ toolchain). This is a limit of the tools, not a fault of the "
             "program.") from None
     try:
-        lib = bridgestan.compile_model(_compile_target(stan_file),
-                                       stanc_args=[f"--include-paths={source.parent}"])
+        lib = bridgestan.compile_model(_compile_target(stan_file))
     except Exception as err:  # noqa: BLE001 - no toolchain, no sources, a compile error
         raise UnsupportedProgramError(
             f"cannot evaluate {pathlib.Path(stan_file).name}'s log density: {stanli_said}, and "
@@ -86,16 +84,17 @@ def bridgestan_model(stan_file, data, **kw):
 
 
 def _compile_target(stan_file) -> pathlib.Path:
-    """The program's copy in the cache folder named by its text (see `bridgestan_model`)."""
-    import shutil
-
+    """The program's copy (its ``#include`` files inlined) in the cache folder named by its
+    text (see `bridgestan_model`)."""
     from loo_adapt.stan.backends import _cache_dir, write_to_cache
+    from loo_adapt.stan.stan_source import program_text
 
     path = pathlib.Path(stan_file)
-    text = path.read_bytes()
-    target = _cache_dir() / "bridgestan" / hashlib.sha256(text).hexdigest()[:16] / path.name
+    text = program_text(path)
+    target = (_cache_dir() / "bridgestan" / hashlib.sha256(text.encode()).hexdigest()[:16]
+              / path.name)
     if not target.is_file():
-        write_to_cache(target, lambda t: shutil.copyfile(path, t))
+        write_to_cache(target, lambda t: t.write_text(text))
     return target
 
 

@@ -422,7 +422,7 @@ def flagged_program_path(stan_file, log_lik: str = "log_lik"):
     import pathlib
 
     path = pathlib.Path(stan_file)
-    code = path.read_text()
+    code = _src.program_text(path)  # #include files inlined: the copy lives in the cache
     flagged = add_mixis_flag(code, log_lik=log_lik)
     key = hashlib.sha256((log_lik + "\0" + code).encode()).hexdigest()[:16]
     target = _stan._cache_dir() / "mixis" / key / f"{path.stem}_mixis.stan"
@@ -472,7 +472,7 @@ def _rows_data(program, rows) -> dict:
     n = program.n_obs
     if r.min() < 0 or r.max() >= n or np.unique(r).size != r.size:
         raise ValueError(f"rows must be distinct observation indices in [0, {n}), got {rows!r}")
-    if not declares_mixis_rows(program.stan_file.read_text()):
+    if not declares_mixis_rows(_src.program_text(program.stan_file)):
         raise ValueError(
             f"{program.stan_file.name} cannot mix only some rows: its data block must declare "
             "`int<lower=0> mixis_n_rows;` and `array[mixis_n_rows] int<lower=1> mixis_rows;` "
@@ -614,7 +614,7 @@ def fit_mixture(
     data["mixis"] = 1
     if focus:
         data.update(focus)
-    elif declares_mixis_rows(program.stan_file.read_text()):
+    elif declares_mixis_rows(_src.program_text(program.stan_file)):
         data.setdefault("mixis_n_rows", 0)
         data.setdefault("mixis_rows", [])
     backend = _stan.select_backend(program.backend)

@@ -22,7 +22,6 @@ closed form in numpy (:func:`loo_adapt.stan.backends.heldout_log_lik`), used by 
 
 from __future__ import annotations
 
-import pathlib
 import re
 from collections.abc import Mapping, Sequence
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from loo_adapt.draws import Draws
 from loo_adapt.stan import backends as _stan
+from loo_adapt.stan import stan_source as _src
 
 __all__ = ["StanProgram", "count_entry", "log_lik_size"]
 
@@ -71,7 +71,6 @@ def log_lik_size(code: str, log_lik: str = "log_lik") -> str | None:
     >>> log_lik_size("data { int J; } generated quantities { vector[J] log_lik; }")
     'J'
     """
-    from loo_adapt.stan import stan_source as _src
     from loo_adapt.stan.mixis_program import MixisProgramError, _size
 
     try:
@@ -101,8 +100,8 @@ def count_entry(stan_file, data: Mapping, log_lik: str = "log_lik") -> str:
     ('J', 'N')
     """
     try:
-        code = pathlib.Path(stan_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        code = _src.program_text(stan_file)
+    except (OSError, UnicodeDecodeError, _src.SourceError):
         return "N"
     size = log_lik_size(code, log_lik)
     return size if size is not None and _is_size_scalar(data.get(size)) else "N"
@@ -151,7 +150,7 @@ class StanProgram:
         n_obs_var: str | None = None,
     ):
         self.stan_file, self.name = _stan._resolve_program(stan_file_or_bundled_name)
-        self._declares_mixis = bool(_MIXIS_DECL.search(self.stan_file.read_text()))
+        self._declares_mixis = bool(_MIXIS_DECL.search(_src.program_text(self.stan_file)))
         # validates the bundled programs' data (X finite, y 0/1, N/D consistent) up front
         self.data = _stan._prepare_data(self.stan_file, self.name, data, False)
         if backend != "auto" and backend not in _stan.BACKENDS:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["SourceError", "mask", "blocks", "parse", "Stmt", "slice_statements", "emit",
-           "functions", "declared_names", "text_of", "IDENT", "TYPES", "BLOCK_ONLY_TYPES"]
+__all__ = ["SourceError", "program_text", "mask", "blocks", "parse", "Stmt", "slice_statements",
+           "emit", "functions", "declared_names", "text_of", "IDENT", "TYPES", "BLOCK_ONLY_TYPES"]
 
 BLOCKS = ("functions", "data", "transformed data", "parameters", "transformed parameters",
           "model", "generated quantities")
@@ -36,6 +36,54 @@ _ASSIGN = re.compile(r"(?:\.\*|\./|[-+*/])?=(?!=)")
 
 class SourceError(ValueError):
     """The program text cannot be read (unbalanced brackets, unknown block...)."""
+
+
+_INCLUDE = re.compile(r'^[ \t]*#include[ \t]+(?:"([^"\n]+)"|<([^>\n]+)>|(\S+))[ \t]*$', re.M)
+
+
+def program_text(stan_file, include_paths=()) -> str:
+    r"""A program's text with every ``#include`` replaced by the file it names, as stanc
+    reads it: searched in the including program's folder, then ``include_paths`` in order;
+    included files may include others.
+
+    The package reads and rewrites programs as text (the flagged program is written to a
+    cache folder, where an ``#include`` relative to the user's folder would not resolve).
+
+    Raises
+    ------
+    SourceError
+        An included file that is not found, or a file that includes itself.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "f.stan").write_text("real twice(real x) { return 2 * x; }")
+    >>> _ = (d / "m.stan").write_text("functions {\n#include f.stan\n}")
+    >>> program_text(d / "m.stan")
+    'functions {\nreal twice(real x) { return 2 * x; }\n}'
+    """
+    import pathlib
+
+    main = pathlib.Path(stan_file)
+    roots = [main.resolve().parent, *(pathlib.Path(p) for p in include_paths)]
+
+    def expand(path: pathlib.Path, chain: tuple) -> str:
+        code = path.read_text(encoding="utf-8")
+
+        def one(m: re.Match) -> str:
+            name = next(g for g in m.groups() if g)
+            found = next((r / name for r in roots if (r / name).is_file()), None)
+            if found is None:
+                raise SourceError(f"#include {name} in {path.name}: no such file in "
+                                  f"{', '.join(str(r) for r in roots)}")
+            if found.resolve() in chain:
+                raise SourceError(f"#include {name} in {path.name} includes itself")
+            return expand(found, (*chain, found.resolve())).rstrip("\n")
+
+        return _INCLUDE.sub(one, code)
+
+    return expand(main, (main.resolve(),))
 
 
 def mask(code: str, strings: bool = True) -> str:
