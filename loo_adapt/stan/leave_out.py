@@ -13,13 +13,17 @@ term*: the full-data target without observation i's ``log_lik`` term, the leave-
 posterior p(theta | y) / p(y_i | theta) that PSIS and MixIS estimate too.
 
 That is right only where ``log_lik[i]`` is the whole of what the outcome of row i contributes
-to the target.  `outcome_entry` checks that directly: it gives row i of each per-observation
+to the target.  `outcome_entry` checks that directly: it swaps row i of each per-observation
 data entry that the program models as a variate (``Y[n] ~ ...``, ``normal_lpdf(Y[n] | ...)``:
-what is predicted, not a covariate) another row's value, and asks that the target change
-exactly as ``log_lik[i]`` does, at every draw.  A covariate that transformed data centres is
-no variate; an outcome that transformed data standardises (the variate is then transformed
-data, not a data entry) or that enters another row's term (an autoregression) passes for no
-entry, and the program stays refused.
+what is predicted, not a covariate) with another row j, and asks that the target change
+exactly as ``log_lik[i] + log_lik[j]`` does, at every draw.  The swap leaves a mean or a scale
+that transformed data computes from every row as it was: an intercept's prior centred on the
+outcome's mean (as hand-written programs and rstanarm's autoscaled priors have) is the full
+data's in the leave-one-out posterior that PSIS and MixIS estimate, and the refits by term
+keep it so.  A covariate that transformed data centres is no variate; an outcome that
+transformed data standardises (the variate is then transformed data, not a data entry) or
+that enters another row's term (an autoregression) passes for no entry, and the program
+stays refused.
 """
 
 from __future__ import annotations
@@ -61,9 +65,10 @@ def term_residual(lp_full, lp_other, d_ll) -> float | None:
     return spread(np.where(resolved, lp_full - lp_other - np.asarray(d_ll), np.nan))
 
 
-def _with_row_of_another(value, axis: int, i: int):
-    """``value`` with its row ``i`` (along ``axis``) replaced by the row farthest from it, or
-    None where every row equals row i."""
+def _swapped(value, axis: int, i: int):
+    """(``value`` with its row ``i`` (along ``axis``) and the row farthest from it swapped,
+    that row), or None where every row equals row i.  A swap leaves whatever transformed data
+    computes from all rows alike (a mean, a scale) as it was."""
     arr = np.moveaxis(np.array(value, copy=True), axis, 0)
     if arr.dtype.kind not in "biuf":
         return None
@@ -72,8 +77,8 @@ def _with_row_of_another(value, axis: int, i: int):
     j = int(np.argmax(dist))
     if not dist[j] > 0:
         return None
-    arr[i] = arr[j]
-    return np.moveaxis(arr, 0, axis)
+    arr[[i, j]] = arr[[j, i]]
+    return np.moveaxis(arr, 0, axis), j
 
 
 _DENSITY_CALL = r"_(?:lpdf|lupdf|lpmf|lupmf|lcdf|lccdf)\s*\(\s*"
@@ -103,10 +108,11 @@ def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
     """The per-observation data entry, modelled as a variate (`is_variate`), whose row ``i``
     enters the program's target only through ``log_lik[i]``, or None.
 
-    Row i of each such entry in turn takes the value of the row farthest from it;
-    the entry qualifies where, at the unconstrained draws ``U``, the target's change minus
-    ``log_lik[i]``'s change varies by at most `TERM_SLACK` nats while ``log_lik[i]``'s change
-    itself varies (the entry matters to it).
+    Row i of each such entry in turn swaps values with the row j farthest from it (so that
+    transformed data computed alike from every row, such as the outcome's mean, stays as it
+    was); the entry qualifies where, at the unconstrained draws ``U``, the target's change
+    minus the change of ``log_lik[i] + log_lik[j]`` varies by at most `TERM_SLACK` nats while
+    ``log_lik[i]``'s change itself varies (the entry matters to it).
 
     Parameters
     ----------
@@ -125,26 +131,28 @@ def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
     except ValueError:  # cannot tell which entries are per-observation
         return None
     code = program_text(program.stan_file)
+    full = program.log_density()
     for name, axis in entries.items():
         if not is_variate(code, name):
             continue
-        changed = _with_row_of_another(program.data[name], axis, i)
-        if changed is None:
+        swap = _swapped(program.data[name], axis, i)
+        if swap is None:
             continue
         data = dict(program.data)
-        data[name] = changed
+        data[name], j = swap
         try:
             other = StanLogDensity.from_stan(program.stan_file, _stan._jsonable(data),
                                              log_lik=program.log_lik_name)
             if other.n_params != U.shape[1]:
                 continue
             lp_other = other.log_density(U)
-            ll_other = other.log_lik(U, i)
+            ll_other_i = other.log_lik(U, i)
+            ll_j, ll_other_j = full.log_lik(U, j), other.log_lik(U, j)
         except Exception:  # noqa: BLE001 - the changed data does not load: not this entry
             continue
-        d_ll = np.asarray(ll_i) - ll_other
-        moved = spread(d_ll)
-        resid = term_residual(lp_full, lp_other, d_ll)
+        d_ll_i = np.asarray(ll_i) - ll_other_i
+        moved = spread(d_ll_i)
+        resid = term_residual(lp_full, lp_other, d_ll_i + (ll_j - ll_other_j))
         if moved is not None and resid is not None and moved > _INFORMATIVE \
                 and resid <= TERM_SLACK:
             return name
@@ -192,5 +200,5 @@ def reason_by_term(i: int, entry: str, resid: float) -> str:
     return (f"dropping observation {i}'s data changes the other observations' terms (the "
             f"target without it differs from the full data's by more than its log_lik, by up "
             f"to {resid:.3g} nats across draws: transformed data computed from every row, such "
-            f"as predictors centred on their means), while its row of {entry!r} enters the "
-            "target only through log_lik")
+            f"as predictors centred on their means or the outcome's mean), while its row of "
+            f"{entry!r} enters the target only through log_lik")

@@ -4,8 +4,10 @@ another model's, and the full-data log_lik at its draws mixes the two parameteri
 
 The oracle is the same model written independently with a weight on each observation's
 likelihood term, the held-out row's weight 0 (every row still centres the predictors),
-sampled long; its Monte Carlo error comes from batch means.  A program whose transformed
-data standardises the outcome stays refused."""
+sampled long; its Monte Carlo error comes from batch means.  So is a program whose
+transformed data centres priors on the outcome's mean and scales them by its sd (swapping
+two rows leaves those as they were); one whose transformed data standardises the outcome,
+the variate then being transformed data, stays refused."""
 
 from __future__ import annotations
 
@@ -64,6 +66,34 @@ generated quantities {
 """
 
 
+# an intercept's prior centred on the outcome's mean, priors scaled by its sd (the autoscaled
+# priors rstanarm writes), in transformed data; and the weighted oracle of the same model
+OUTCOME_MEAN = """
+data { int<lower=1> N; vector[N] Y; vector[N] x; }
+transformed data { real Y_mean = mean(Y); real Y_sd = sd(Y); real x_sd = sd(x); }
+parameters { real a; real b; real<lower=0> sigma; }
+model {
+  a ~ normal(Y_mean, 2.5 * Y_sd);
+  b ~ normal(0, 2.5 * Y_sd / x_sd);
+  sigma ~ exponential(1 / Y_sd);
+  Y ~ normal(a + b * x, sigma);
+}
+generated quantities {
+  vector[N] log_lik;
+  vector[N] y_rep;
+  for (n in 1:N) {
+    log_lik[n] = normal_lpdf(Y[n] | a + b * x[n], sigma);
+    y_rep[n] = normal_rng(a + b * x[n], sigma);
+  }
+}
+"""
+OUTCOME_MEAN_WEIGHTED = (OUTCOME_MEAN
+                         .replace("vector[N] x; }", "vector[N] x; vector[N] w; }")
+                         .replace("  Y ~ normal(a + b * x, sigma);",
+                                  "  for (n in 1:N) target += w[n] * normal_lpdf(Y[n] | a + b "
+                                  "* x[n], sigma);"))
+
+
 def _data(n=30, seed=3):
     """A linear regression whose row 0 has far predictors and a far outcome."""
     rng = np.random.default_rng(seed)
@@ -74,10 +104,10 @@ def _data(n=30, seed=3):
     return {"N": n, "K": 2, "X": X.tolist(), "Y": Y.tolist()}
 
 
-def _weighted_truth(tmp_path, data, i, draws=25000):
+def _weighted_truth(tmp_path, data, i, draws=25000, code=WEIGHTED):
     """elpd_i of the weighted program with w_i = 0 and its MCSE (batch means, 20 batches)."""
     path = tmp_path / "weighted.stan"
-    path.write_text(WEIGHTED)
+    path.write_text(code)
     w = np.ones(data["N"])
     w[i] = 0.0
     fit = stanli.Model(stan_file=str(path), data={**data, "w": w.tolist()}).sample(
@@ -155,6 +185,30 @@ def test_an_outcome_standardised_in_transformed_data_is_refused(tmp_path):
     with pytest.raises(ProgramMismatchError, match="no per-observation data entry"):
         check_program_matches(prog, fit)
     assert couples_through_data(prog) is None  # refits by themselves drop the row, as before
+
+
+def test_an_outcome_mean_in_transformed_data_is_left_out_by_term(tmp_path):
+    """Swapping two rows of Y leaves its mean and sd as they were, and the target then moves
+    exactly as their two log_lik terms: accepted (it was refused), refitted by term, and the
+    refit of the outlier matches the weighted program, whose priors see every row's Y."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=25)
+    y = 2.0 + 3.0 * x + rng.normal(size=25)
+    x[0], y[0] = 3.0, 8.5
+    data = {"N": 25, "x": x.tolist(), "Y": y.tolist()}
+    path = tmp_path / "outcome_mean.stan"
+    path.write_text(OUTCOME_MEAN)
+    prog = StanProgram(path, data, backend="stanli")
+    fit = prog.fit(chains=2, warmup=300, draws=300, seed=1)
+    check = check_program_matches(prog, fit)
+    assert check.by_term_reason is not None and "'Y'" in check.by_term_reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_term = refit_loo([0], program=prog, seed=3, progress=False, n_jobs=1)
+    truth, truth_se = _weighted_truth(tmp_path, data, 0, code=OUTCOME_MEAN_WEIGHTED)
+    assert by_term.reliable[0]
+    se = np.hypot(by_term.mcse_elpd_i[0], truth_se)
+    assert abs(by_term.elpd_i[0] - truth) < 4 * se, (by_term.elpd_i[0], truth, se)
 
 
 def test_kfold_refuses_folds_it_cannot_leave_out_by_term():
