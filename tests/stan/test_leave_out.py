@@ -234,3 +234,33 @@ def test_other_names_and_an_array_log_lik_take_the_same_path(tmp_path):
     truth, truth_se = _weighted_truth(tmp_path, data, 0)
     se = np.hypot(res.mcse_elpd_i[0], truth_se)
     assert res.reliable[0] and abs(res.elpd_i[0] - truth) < 4 * se, (res.elpd_i[0], truth, se)
+
+
+AR1 = """
+data { int<lower=2> N; vector[N] y; }
+parameters { real alpha; real<lower=-1, upper=1> beta; real<lower=0> sigma; }
+model {
+  alpha ~ normal(0, 1); beta ~ normal(0, 0.5); sigma ~ normal(0, 1);
+  y[2:N] ~ normal(alpha + beta * y[1:(N - 1)], sigma);
+}
+generated quantities {
+  vector[N] log_lik = rep_vector(0, N);
+  for (n in 2:N) log_lik[n] = normal_lpdf(y[n] | alpha + beta * y[n - 1], sigma);
+}
+"""
+
+
+def test_an_autoregression_stays_refused(tmp_path):
+    """Row t of y enters log_lik[t + 1] as well: no swap of two rows moves the target as
+    their own two terms alone, so the program is refused, not left out by term."""
+    rng = np.random.default_rng(9)
+    y = np.zeros(30)
+    for t in range(1, 30):
+        y[t] = 0.2 + 0.6 * y[t - 1] + rng.normal(scale=0.5)
+    path = tmp_path / "ar1.stan"
+    path.write_text(AR1)
+    prog = StanProgram(path, {"N": 30, "y": y.tolist()}, backend="stanli")
+    fit = prog.fit(chains=2, warmup=300, draws=300, seed=1)
+    with pytest.raises(ProgramMismatchError, match="no per-observation data entry"):
+        check_program_matches(prog, fit)
+    assert couples_through_data(prog) is None
