@@ -422,7 +422,8 @@ def _cmdstan_model(path: pathlib.Path):
 
 @contextlib.contextmanager
 def quiet_cmdstanpy(verbose: bool = False, warnings_too: bool = False):
-    """Silence cmdstanpy's INFO lines (one per chain start / finish) unless ``verbose``.
+    """Silence cmdstanpy's INFO lines (one per chain start / finish) and its "Non-fatal error
+    during sampling" warnings (a rejected proposal) unless ``verbose``.
 
     Parameters
     ----------
@@ -442,10 +443,20 @@ def quiet_cmdstanpy(verbose: bool = False, warnings_too: bool = False):
     floor = logging.ERROR if warnings_too else logging.WARNING
     if not verbose and log.getEffectiveLevel() < floor:
         log.setLevel(floor)
+    if not verbose:
+        log.addFilter(_drop_rejections)
     try:
         yield
     finally:
         log.setLevel(previous)
+        log.removeFilter(_drop_rejections)
+
+
+def _drop_rejections(record: logging.LogRecord) -> bool:
+    """False for cmdstanpy's "Non-fatal error during sampling" (Stan rejecting a proposal,
+    mostly in warm-up: three lines per refit or mixture fit the package runs, which its own
+    divergence and convergence checks judge)."""
+    return not str(record.msg).startswith("Non-fatal error during sampling")
 
 
 def compile_model(name_or_stan_file, *, verbose: bool = False):

@@ -487,3 +487,24 @@ def test_heldout_log_lik_is_finite_for_huge_logits():
         ls.heldout_log_lik("logistic_normal", draws, np.zeros(3), 1)
     with pytest.raises(ValueError, match="0/1"):
         ls.heldout_log_lik("logistic_normal", draws, x, 3)
+
+
+def test_package_run_fits_drop_stans_rejection_warnings_only(caplog):
+    """cmdstanpy logs Stan's rejected proposals ("Non-fatal error during sampling", three
+    lines per refit) as warnings; the package's own fits drop those unless verbose, and keep
+    every other warning."""
+    import logging
+
+    log = logging.getLogger("cmdstanpy")
+    with caplog.at_level(logging.WARNING, logger="cmdstanpy"):
+        with ls.quiet_cmdstanpy():
+            log.warning("Non-fatal error during sampling:\nException: normal_lpdf: Scale ...")
+            log.warning("Some chains may have failed to converge.")
+        with ls.quiet_cmdstanpy(verbose=True):
+            log.warning("Non-fatal error during sampling:\nException: kept when verbose")
+        log.warning("Non-fatal error during sampling: the user's own fit, outside")
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any("Scale ..." in m for m in messages)
+    assert "Some chains may have failed to converge." in messages
+    assert any("kept when verbose" in m for m in messages)
+    assert any("the user's own fit" in m for m in messages)
