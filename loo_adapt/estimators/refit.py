@@ -73,7 +73,7 @@ class Refit:
         reason = None if "refit_fn" in kwargs else getattr(program, "by_term_reason", None)
         if reason and res.n_refitted:  # what "exact refit" means for this program
             notes = notes + (f"The refits took each observation's log_lik term out of the "
-                             f"full-data target instead of dropping its data: {reason}.",)
+                             f"full-data target instead of dropping its data: {reason}",)
         if warn:
             res.warn_unverified("refit", stacklevel=1)
         est = res.to_estimate(y=ctx.y, notes=notes)

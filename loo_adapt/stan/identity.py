@@ -38,7 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from loo_adapt.result import observation_label
-from loo_adapt.stan.leave_out import TERM_SLACK, outcome_entry, reason_by_term, term_residual
+from loo_adapt.stan.leave_out import (
+    TERM_SLACK,
+    grouped_entry,
+    outcome_entry,
+    reason_by_term,
+    reason_grouped,
+    term_residual,
+)
 from loo_adapt.stan.log_density import UnsupportedProgramError
 
 __all__ = ["ProgramMismatchError", "IdentityCheck", "check_program_matches"]
@@ -327,6 +334,10 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
         try:
             reduced = program.log_density_without(i)
         except Exception as err:  # noqa: BLE001 - the data cannot drop one observation
+            entry = grouped_entry(program, U, lp_full)
+            if entry is not None:  # log_lik per group: its rows are checked instead
+                program.leave_out_by_term(reason_grouped(entry))
+                return (), float("nan"), reason_grouped(entry)
             warnings.warn(
                 f"the program's data could not be built without observation "
                 f"{observation_label([i], name)} ({type(err).__name__}: {err}), so its log_lik "

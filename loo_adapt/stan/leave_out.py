@@ -33,7 +33,7 @@ import re
 import numpy as np
 
 __all__ = ["TERM_SLACK", "spread", "term_residual", "outcome_entry", "couples_through_data",
-           "reason_by_term", "is_variate"]
+           "reason_by_term", "grouped_entry", "reason_grouped", "is_variate"]
 
 #: how much (nats) log p(theta | data) - log p(theta | other data) - (the log_lik change) may
 #: vary across draws: below the MCSEs any verified row carries, far below a log_lik with
@@ -157,6 +157,72 @@ def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
                 and resid <= TERM_SLACK:
             return name
     return None
+
+
+#: rows of a variate `grouped_entry` swaps (spread over the entry)
+_GROUP_ROWS = 8
+
+
+def grouped_entry(program, U, lp_full) -> str | None:
+    """The data entry, modelled as a variate, whose rows each enter the target only through
+    the ``log_lik`` entry of one observation, where no data entry has a row per observation
+    (``log_lik`` per group, accumulated over a group index: leave-one-group-out), or None.
+
+    For `_GROUP_ROWS` rows m spread over each such entry, rows m and the row farthest from it
+    swap values; the entry qualifies where each swap moves at most two entries of
+    ``log_lik`` and the target's change minus their summed change varies by at most
+    `TERM_SLACK` nats across the draws ``U``, and some swap moves ``log_lik`` (the entry
+    matters to it).  An outcome that enters other groups' terms (lags), or a ``log_lik``
+    missing part of its group's likelihood, fails.
+    """
+    from loo_adapt.stan import backends as _stan
+    from loo_adapt.stan.log_density import StanLogDensity
+    from loo_adapt.stan.stan_source import program_text
+
+    full = program.log_density()
+    ll_full = full.log_lik(U)
+    code = program_text(program.stan_file)
+    for name, value in program.data.items():
+        arr = np.asarray(value)
+        if arr.ndim == 0 or arr.dtype.kind not in "biuf" or arr.shape[0] < 2 \
+                or not is_variate(code, name):
+            continue
+        ok, informative = True, False
+        for m in np.unique(np.linspace(0, arr.shape[0] - 1, _GROUP_ROWS).round().astype(int)):
+            swap = _swapped(arr, 0, int(m))
+            if swap is None:
+                continue
+            data = dict(program.data)
+            data[name] = swap[0]
+            try:
+                other = StanLogDensity.from_stan(program.stan_file, _stan._jsonable(data),
+                                                 log_lik=program.log_lik_name)
+                if other.n_params != U.shape[1]:
+                    ok = False
+                    break
+                lp_other = other.log_density(U)
+                d_ll = ll_full - other.log_lik(U)
+            except Exception:  # noqa: BLE001 - the swapped data does not load
+                ok = False
+                break
+            with np.errstate(invalid="ignore"):
+                moving = np.flatnonzero(np.nanmax(np.abs(d_ll), axis=0) > TERM_SLACK / 10)
+            resid = term_residual(lp_full, lp_other, d_ll[:, moving].sum(axis=1))
+            if moving.size > 2 or resid is None or resid > TERM_SLACK:
+                ok = False
+                break
+            informative |= bool(moving.size) and (spread(d_ll[:, moving].sum(axis=1)) or 0.0) \
+                > _INFORMATIVE
+        if ok and informative:
+            return name
+    return None
+
+
+def reason_grouped(entry: str) -> str:
+    """Why a program whose log_lik is per group is left out by term."""
+    return (f"no data entry has a row per observation, so a refit cannot drop one; each row "
+            f"of {entry!r} enters the target only through the log_lik entry of its group (a "
+            "log_lik per group over a group index), which is taken out of the target instead")
 
 
 def couples_through_data(program, U=None, rows=(0,), seed: int = 0) -> str | None:

@@ -382,18 +382,24 @@ class StanProgram:
         ``log_lik[j]`` follows from them), and where it changes the other observations'
         terms while the observation's outcome enters the target only through ``log_lik``
         (predictors centred on their means in transformed data, as brms writes them:
-        `loo_adapt.stan.leave_out`); `by_term_reason` says which.  Decided once, by loading
-        the model with the reduced data (at the fit's draws where ``loo()``'s identity check
-        ran first, else at seeded standard-normal points)."""
+        `loo_adapt.stan.leave_out`), and where no data entry has a row per observation but
+        each row of the outcome enters only its group's ``log_lik`` (leave one group out:
+        `loo_adapt.stan.leave_out.grouped_entry`); `by_term_reason` says which.  Decided
+        once, by loading the model with the reduced data (at the fit's draws where ``loo()``'s
+        identity check ran first, else at seeded standard-normal points)."""
         if self._by_term is None:
             from loo_adapt.stan.leave_out import couples_through_data
 
             full = self.log_density().n_params
             try:
                 reduced = self.log_density_without(0)
-            except Exception:  # noqa: BLE001 - the data cannot drop a row: as before, the
-                self._by_term = False  # refit raises the reason itself
-                return False
+            except Exception:  # noqa: BLE001 - the data cannot drop a row: by term where
+                from loo_adapt.stan.leave_out import grouped_entry, reason_grouped
+
+                U = np.random.default_rng(0).standard_normal((16, full))  # log_lik is a
+                entry = grouped_entry(self, U, self.log_density().log_density(U))  # group's
+                self.leave_out_by_term(None if entry is None else reason_grouped(entry))
+                return self._by_term  # else, as before, the refit raises the reason itself
             if reduced.n_params != full:
                 self._by_term = True
                 self.by_term_reason = (

@@ -104,15 +104,16 @@ def _data(n=30, seed=3):
     return {"N": n, "K": 2, "X": X.tolist(), "Y": Y.tolist()}
 
 
-def _weighted_truth(tmp_path, data, i, draws=25000, code=WEIGHTED):
-    """elpd_i of the weighted program with w_i = 0 and its MCSE (batch means, 20 batches)."""
+def _weighted_truth(tmp_path, data, i, draws=25000, code=WEIGHTED, count="N"):
+    """elpd_i of the weighted program with w_i = 0 and its MCSE (batch means, 20 batches);
+    ``count`` names the data entry counting the observations (log_lik's size)."""
     path = tmp_path / "weighted.stan"
     path.write_text(code)
-    w = np.ones(data["N"])
+    w = np.ones(data[count])
     w[i] = 0.0
     fit = stanli.Model(stan_file=str(path), data={**data, "w": w.tolist()}).sample(
         seed=11, chains=4, samples=draws, refresh=0)
-    ll = np.asarray(fit["log_lik"]).reshape(4 * draws, data["N"])[:, i]
+    ll = np.asarray(fit["log_lik"]).reshape(4 * draws, data[count])[:, i]
     elpd = float(logsumexp(ll) - np.log(ll.size))
     batches = np.array([logsumexp(b) - np.log(b.size) for b in np.split(ll, 20)])
     return elpd, float(batches.std(ddof=1) / np.sqrt(20))
@@ -264,3 +265,63 @@ def test_an_autoregression_stays_refused(tmp_path):
     with pytest.raises(ProgramMismatchError, match="no per-observation data entry"):
         check_program_matches(prog, fit)
     assert couples_through_data(prog) is None
+
+
+# leave one group out: log_lik per group over a group index (no data entry has a row per
+# group), a non-centred varying intercept; and its weighted oracle
+GROUPS = """
+data { int<lower=1> N; int<lower=1> J; array[N] int<lower=1, upper=J> g; vector[N] y; }
+parameters { real mu; real<lower=0> tau; vector[J] z; real<lower=0> sigma; }
+transformed parameters { vector[J] a = mu + tau * z; }
+model {
+  mu ~ normal(0, 5); tau ~ normal(0, 1); z ~ std_normal(); sigma ~ normal(0, 1);
+  y ~ normal(a[g], sigma);
+}
+generated quantities {
+  vector[J] log_lik = rep_vector(0, J);
+  for (n in 1:N) log_lik[g[n]] += normal_lpdf(y[n] | a[g[n]], sigma);
+}
+"""
+GROUPS_WEIGHTED = GROUPS.replace("vector[N] y; }", "vector[N] y; vector[J] w; }").replace(
+    "  y ~ normal(a[g], sigma);",
+    "  for (n in 1:N) target += w[g[n]] * normal_lpdf(y[n] | a[g[n]], sigma);")
+
+
+def _groups(seed=4, n=30, n_groups=5):
+    rng = np.random.default_rng(seed)
+    g = np.arange(n) % n_groups + 1
+    y = rng.normal(scale=0.7, size=n_groups)[g - 1] + rng.normal(scale=0.5, size=n)
+    y[g == 1] += 2.5  # the left-out group is far from the others
+    return {"N": n, "J": n_groups, "g": g.tolist(), "y": y.tolist()}
+
+
+def test_log_lik_per_group_is_left_out_by_term_and_matches_the_weighted_program(tmp_path):
+    """No data entry has a row per group, so a refit cannot drop one (it used to fail:
+    "no data entry has a leading dimension equal to J"). Each row of y, swapped with
+    another, moves the target exactly as the log_lik of their groups: refits take the
+    group's term out, and match the weighted program with w = 0 on that group."""
+    data = _groups()
+    path = tmp_path / "groups.stan"
+    path.write_text(GROUPS)
+    prog = StanProgram(path, data, backend="stanli")
+    fit = prog.fit(chains=2, warmup=300, draws=300, seed=1)
+    check = check_program_matches(prog, fit)
+    assert check.by_term_reason is not None and "group" in check.by_term_reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = refit_loo([0], program=prog, seed=3, progress=False, n_jobs=1)
+    assert res.reliable[0], res.reason
+    truth, truth_se = _weighted_truth(tmp_path, data, 0, draws=10000, code=GROUPS_WEIGHTED,
+                                      count="J")
+    se = np.hypot(res.mcse_elpd_i[0], truth_se)
+    assert abs(res.elpd_i[0] - truth) < 4 * se, (res.elpd_i[0], truth, se)
+
+
+def test_a_group_log_lik_that_is_not_the_groups_likelihood_is_not_left_out(tmp_path):
+    """log_lik per group with a fixed scale where the model has sigma: no swap moves the
+    target as log_lik does, so no refit by term (and the data cannot drop a group)."""
+    path = tmp_path / "wrong_groups.stan"
+    path.write_text(GROUPS.replace("log_lik[g[n]] += normal_lpdf(y[n] | a[g[n]], sigma);",
+                                   "log_lik[g[n]] += normal_lpdf(y[n] | a[g[n]], 1);"))
+    prog = StanProgram(path, _groups(), backend="stanli")
+    assert not prog.leaves_out_by_term() and prog.by_term_reason is None
