@@ -336,8 +336,9 @@ def _log_lik_terms(program, density, U, lp_full, ll_prog, name) -> tuple[tuple, 
         except Exception as err:  # noqa: BLE001 - the data cannot drop one observation
             entry = grouped_entry(program, U, lp_full)
             if entry is not None:  # log_lik per group: its rows are checked instead
-                program.leave_out_by_term(reason_grouped(entry))
-                return (), float("nan"), reason_grouped(entry)
+                reason = reason_grouped(entry, err)
+                program.leave_out_by_term(reason)
+                return (), float("nan"), reason
             warnings.warn(
                 f"the program's data could not be built without observation "
                 f"{observation_label([i], name)} ({type(err).__name__}: {err}), so its log_lik "

@@ -218,11 +218,17 @@ def grouped_entry(program, U, lp_full) -> str | None:
     return None
 
 
-def reason_grouped(entry: str) -> str:
-    """Why a program whose log_lik is per group is left out by term."""
-    return (f"no data entry has a row per observation, so a refit cannot drop one; each row "
-            f"of {entry!r} enters the target only through the log_lik entry of its group (a "
-            "log_lik per group over a group index), which is taken out of the target instead")
+def reason_grouped(entry: str, err: Exception | None = None) -> str:
+    """Why a program whose data cannot drop an observation is left out by term (``err``:
+    what dropping it raised, its first words)."""
+    why = ""
+    if err is not None:
+        text = " ".join(str(err).split())
+        why = f" ({type(err).__name__}: {text[:160]}{'...' if len(text) > 160 else ''})"
+    return (f"the data without an observation does not load{why}, so a refit cannot drop "
+            f"it; each row of {entry!r} enters the target only through the log_lik entry of "
+            "its observation (or its group, for a log_lik per group over a group index), "
+            "which is taken out of the target instead")
 
 
 def couples_through_data(program, U=None, rows=(0,), seed: int = 0) -> str | None:

@@ -325,3 +325,41 @@ def test_a_group_log_lik_that_is_not_the_groups_likelihood_is_not_left_out(tmp_p
                                    "log_lik[g[n]] += normal_lpdf(y[n] | a[g[n]], 1);"))
     prog = StanProgram(path, _groups(), backend="stanli")
     assert not prog.leaves_out_by_term() and prog.by_term_reason is None
+
+
+COLUMNS = """
+data { int<lower=1> N; int<lower=1> K; matrix[K, N] Xt; vector[N] y; }
+parameters { real alpha; vector[K] beta; real<lower=0> sigma; }
+model {
+  alpha ~ normal(0, 2); beta ~ normal(0, 1); sigma ~ normal(0, 1);
+  y ~ normal(alpha + (beta' * Xt)', sigma);
+}
+generated quantities {
+  vector[N] log_lik;
+  for (n in 1:N) log_lik[n] = normal_lpdf(y[n] | alpha + beta' * col(Xt, n), sigma);
+}
+"""
+
+
+def test_a_column_per_observation_is_left_out_by_term_as_by_its_data(tmp_path):
+    """``matrix[K, N] Xt``: the data without a row of y does not load (Xt keeps N columns),
+    so the refit goes by term; it agrees with the refit that drops the column, given
+    ``obs_dim_vars``, within their Monte Carlo errors."""
+    rng = np.random.default_rng(1)
+    xt = rng.normal(size=(2, 30))
+    y = 0.5 + np.array([1.0, -1.0]) @ xt + rng.normal(size=30)
+    xt[:, 0], y[0] = [2.5, -2.0], 2.5
+    data = {"N": 30, "K": 2, "Xt": xt.tolist(), "y": y.tolist()}
+    path = tmp_path / "columns.stan"
+    path.write_text(COLUMNS)
+    by_term = StanProgram(path, data, backend="stanli")
+    assert by_term.leaves_out_by_term() and "Xt" in by_term.by_term_reason
+    by_data = StanProgram(path, data, backend="stanli", obs_dim_vars={"y": 0, "Xt": 1})
+    assert not by_data.leaves_out_by_term()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = refit_loo([0], program=by_term, seed=3, progress=False, n_jobs=1)
+        b = refit_loo([0], program=by_data, seed=5, progress=False, n_jobs=1)
+    assert a.reliable[0] and b.reliable[0]
+    se = np.hypot(a.mcse_elpd_i[0], b.mcse_elpd_i[0])
+    assert abs(a.elpd_i[0] - b.elpd_i[0]) < 4 * se, (a.elpd_i[0], b.elpd_i[0], se)
