@@ -107,8 +107,8 @@ class IdentityCheck:
         whose data can be dropped.
     by_term_reason : None where refits drop an observation's data; else why they take its
         ``log_lik`` term out of the full-data target instead (dropping the row changes the
-        other rows' terms while its outcome enters only through ``log_lik``:
-        `loo_adapt.stan.leave_out`).
+        other rows' terms, or the data cannot drop it, while its outcome enters only through
+        ``log_lik``: `loo_adapt.stan.leave_out`).
     """
 
     n_draws: int
