@@ -114,6 +114,34 @@ def _brms_groups(rng, n=12, n_groups=3):
             "J_1": g, "Z_1_1": np.ones(n), "prior_only": 0}
 
 
+def _poisson_offset(rng, n=10, k=2):
+    X = rng.normal(size=(n, k))
+    exposure = rng.uniform(0.5, 3.0, size=n)
+    return {"N": n, "K": k, "X": X, "E": exposure,
+            "y": rng.poisson(exposure * np.exp(0.2 + X @ rng.normal(scale=0.5, size=k)))}
+
+
+def _negbin(rng, n=10):
+    x = rng.normal(size=n)
+    return {"N": n, "x": x, "y": rng.negative_binomial(3, 3 / (3 + np.exp(1 + 0.5 * x)))}
+
+
+def _ordinal(rng, n=12):
+    x = rng.normal(size=n)
+    y = np.clip(np.round(2.5 + x + 0.7 * rng.logistic(size=n)), 1, 4).astype(int)
+    return {"N": n, "K": 4, "x": x, "y": y}
+
+
+def _missing(rng, n=10):
+    return {"N_obs": n, "N_mis": 3, "y_obs": rng.normal(1.0, 2.0, size=n)}
+
+
+def _glm(rng, n=12, k=2):
+    X = rng.normal(size=(n, k))
+    return {"N": n, "K": k, "X": X,
+            "y": (rng.uniform(size=n) < 1 / (1 + np.exp(-X @ np.array([1.0, -1.0])))).astype(int)}
+
+
 # program -> (idioms it exercises, data builder)
 CORPUS = {
     "loop_yrep": ("log_lik and y_rep (_rng) in the same loop", _logistic),
@@ -155,6 +183,12 @@ CORPUS = {
                           "parameters, a group index", _brms_groups),
     "transformed_loglik": ("log_lik a transformed parameter the model block sums, y_rep in "
                            "generated quantities", _logistic),
+    "poisson_offset": ("poisson_log with an offset from transformed data, an int y_rep in a "
+                       "local block of generated quantities", _poisson_offset),
+    "negbin": ("neg_binomial_2_log with a dispersion parameter", _negbin),
+    "ordinal": ("ordered cut points, ordered_logistic in a loop", _ordinal),
+    "missing": ("missing outcomes as parameters, log_lik counted by N_obs", _missing),
+    "glm": ("bernoulli_logit_glm; log_lik through a one-row slice X[n:n] and {y[n]}", _glm),
 }
 
 
