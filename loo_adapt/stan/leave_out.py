@@ -13,10 +13,12 @@ term*: the full-data target without observation i's ``log_lik`` term, the leave-
 posterior p(theta | y) / p(y_i | theta) that PSIS and MixIS estimate too.
 
 That is right only where ``log_lik[i]`` is the whole of what the outcome of row i contributes
-to the target.  `outcome_entry` checks that directly: it swaps row i of each per-observation
+to the target.  `outcome_entry` checks that directly: it gives row i of each per-observation
 data entry that the program models as a variate (``Y[n] ~ ...``, ``normal_lpdf(Y[n] | ...)``:
-what is predicted, not a covariate) with another row j, and asks that the target change
-exactly as ``log_lik[i] + log_lik[j]`` does, at every draw.  The swap leaves a mean or a scale
+what is predicted, not a covariate) the value of another row j, and asks that the target
+change exactly as ``log_lik[i]`` does, at every draw; failing that, it swaps rows i and j and
+asks the same of ``log_lik[i] + log_lik[j]`` (a change that must vary, so that the two terms
+are not merely exchanged).  The swap leaves a mean or a scale
 that transformed data computes from every row as it was: an intercept's prior centred on the
 outcome's mean (as hand-written programs and rstanarm's autoscaled priors have) is the full
 data's in the leave-one-out posterior that PSIS and MixIS estimate, and the refits by term
@@ -65,10 +67,11 @@ def term_residual(lp_full, lp_other, d_ll) -> float | None:
     return spread(np.where(resolved, lp_full - lp_other - np.asarray(d_ll), np.nan))
 
 
-def _swapped(value, axis: int, i: int):
-    """(``value`` with its row ``i`` (along ``axis``) and the row farthest from it swapped,
-    that row), or None where every row equals row i.  A swap leaves whatever transformed data
-    computes from all rows alike (a mean, a scale) as it was."""
+def _changed(value, axis: int, i: int, swap: bool):
+    """(``value`` with its row ``i`` (along ``axis``) given the value of the row j farthest
+    from it, or with rows i and j swapped, j), or None where every row equals row i.  A swap
+    leaves whatever transformed data computes from all rows alike (a mean, a scale) as it
+    was."""
     arr = np.moveaxis(np.array(value, copy=True), axis, 0)
     if arr.dtype.kind not in "biuf":
         return None
@@ -77,7 +80,7 @@ def _swapped(value, axis: int, i: int):
     j = int(np.argmax(dist))
     if not dist[j] > 0:
         return None
-    arr[[i, j]] = arr[[j, i]]
+    arr[[i, j]] = arr[[j, i]] if swap else arr[[j, j]]
     return np.moveaxis(arr, 0, axis), j
 
 
@@ -108,11 +111,13 @@ def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
     """The per-observation data entry, modelled as a variate (`is_variate`), whose row ``i``
     enters the program's target only through ``log_lik[i]``, or None.
 
-    Row i of each such entry in turn swaps values with the row j farthest from it (so that
-    transformed data computed alike from every row, such as the outcome's mean, stays as it
-    was); the entry qualifies where, at the unconstrained draws ``U``, the target's change
-    minus the change of ``log_lik[i] + log_lik[j]`` varies by at most `TERM_SLACK` nats while
-    ``log_lik[i]``'s change itself varies (the entry matters to it).
+    Row i of each such entry takes the value of the row j farthest from it, and then, where
+    that does not settle it, swaps values with row j (so that transformed data computed alike
+    from every row, such as the outcome's mean, stays as it was).  The entry qualifies where,
+    at the unconstrained draws ``U``, the target's change minus the change of ``log_lik[i]``
+    (of ``log_lik[i] + log_lik[j]`` for the swap) varies by at most `TERM_SLACK` nats while
+    that change itself varies (the entry matters to it).  A swap of two rows with the same
+    covariates leaves ``log_lik[i] + log_lik[j]`` as it was, so it tells nothing there.
 
     Parameters
     ----------
@@ -135,27 +140,28 @@ def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
     for name, axis in entries.items():
         if not is_variate(code, name):
             continue
-        swap = _swapped(program.data[name], axis, i)
-        if swap is None:
-            continue
-        data = dict(program.data)
-        data[name], j = swap
-        try:
-            other = StanLogDensity.from_stan(program.stan_file, _stan._jsonable(data),
-                                             log_lik=program.log_lik_name)
-            if other.n_params != U.shape[1]:
-                continue
-            lp_other = other.log_density(U)
-            ll_other_i = other.log_lik(U, i)
-            ll_j, ll_other_j = full.log_lik(U, j), other.log_lik(U, j)
-        except Exception:  # noqa: BLE001 - the changed data does not load: not this entry
-            continue
-        d_ll_i = np.asarray(ll_i) - ll_other_i
-        moved = spread(d_ll_i)
-        resid = term_residual(lp_full, lp_other, d_ll_i + (ll_j - ll_other_j))
-        if moved is not None and resid is not None and moved > _INFORMATIVE \
-                and resid <= TERM_SLACK:
-            return name
+        for swap in (False, True):
+            changed = _changed(program.data[name], axis, i, swap)
+            if changed is None:
+                break
+            data = dict(program.data)
+            data[name], j = changed
+            try:
+                other = StanLogDensity.from_stan(program.stan_file, _stan._jsonable(data),
+                                                 log_lik=program.log_lik_name)
+                if other.n_params != U.shape[1]:
+                    break
+                lp_other = other.log_density(U)
+                d_ll = np.asarray(ll_i) - other.log_lik(U, i)
+                if swap:
+                    d_ll = d_ll + (full.log_lik(U, j) - other.log_lik(U, j))
+            except Exception:  # noqa: BLE001 - the changed data does not load: not this entry
+                break
+            moved = spread(d_ll)
+            resid = term_residual(lp_full, lp_other, d_ll)
+            if moved is not None and resid is not None and moved > _INFORMATIVE \
+                    and resid <= TERM_SLACK:
+                return name
     return None
 
 
@@ -189,7 +195,7 @@ def grouped_entry(program, U, lp_full) -> str | None:
             continue
         ok, informative = True, False
         for m in np.unique(np.linspace(0, arr.shape[0] - 1, _GROUP_ROWS).round().astype(int)):
-            swap = _swapped(arr, 0, int(m))
+            swap = _changed(arr, 0, int(m), swap=True)
             if swap is None:
                 continue
             data = dict(program.data)

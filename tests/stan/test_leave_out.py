@@ -363,3 +363,16 @@ def test_a_column_per_observation_is_left_out_by_term_as_by_its_data(tmp_path):
     assert a.reliable[0] and b.reliable[0]
     se = np.hypot(a.mcse_elpd_i[0], b.mcse_elpd_i[0])
     assert abs(a.elpd_i[0] - b.elpd_i[0]) < 4 * se, (a.elpd_i[0], b.elpd_i[0], se)
+
+
+def test_a_log_lik_outside_the_target_is_refused_whatever_the_rows(tmp_path):
+    """No model block: log_lik is no term of the target. Its rows share one parameter, so
+    swapping two outcomes leaves log_lik[i] + log_lik[j] as it was; that swap must tell
+    nothing (a check that passed it accepted this program and refitted every row)."""
+    rng = np.random.default_rng(2)
+    data = {"N": 20, "k": rng.binomial(10, 0.3, size=20).tolist()}
+    prog = StanProgram(PROGRAMS / "no_model_block_vector_fn.stan", data, backend="stanli")
+    fit = prog.fit(chains=2, warmup=300, draws=300, seed=1)
+    with pytest.raises(ProgramMismatchError, match="not that observation's term"):
+        check_program_matches(prog, fit)
+    assert couples_through_data(prog) is None
