@@ -142,7 +142,7 @@ def test_qr_program_through_bridgestan_against_closed_form_loo(tmp_path, monkeyp
                     reason="needs CmdStan (to refit the QR program) and a BridgeStan source "
                            "tree of the installed bridgestan's version in BRIDGESTAN; not "
                            "installable on CI")
-def test_qr_program_with_priors_refits_by_term_against_quadrature(tmp_path, monkeypatch):
+def test_qr_program_with_priors_refits_by_term_with_bridgestan(tmp_path, monkeypatch):
     """With proper priors on the QR scale (theta ~ N(0, I)), dropping a row's data changes
     R and so the prior on the regression coefficients: the leave-one-out posterior is the
     full-data target without the row's log_lik term, which `refit_loo` fits through the
