@@ -107,6 +107,16 @@ def is_variate(code: str, name: str) -> bool:
                 or re.search(r"(?<![\w.])" + word + r"\s*(?:\[[^;~{}]*\])?\s*~", text))
 
 
+def _density_with(program, name: str, value):
+    """The program's `StanLogDensity` with data entry ``name`` replaced by ``value``."""
+    from loo_adapt.stan import backends as _stan
+    from loo_adapt.stan.log_density import StanLogDensity
+
+    return StanLogDensity.from_stan(program.stan_file,
+                                    _stan._jsonable({**program.data, name: value}),
+                                    log_lik=program.log_lik_name)
+
+
 def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
     """The per-observation data entry, modelled as a variate (`is_variate`), whose row ``i``
     enters the program's target only through ``log_lik[i]``, or None.
@@ -127,8 +137,6 @@ def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
     ll_i : (S,) the program's ``log_lik[i]`` at ``U``.
     i : the observation (0-based).
     """
-    from loo_adapt.stan import backends as _stan
-    from loo_adapt.stan.log_density import StanLogDensity
     from loo_adapt.stan.stan_source import program_text
 
     try:
@@ -144,11 +152,9 @@ def outcome_entry(program, U, lp_full, ll_i, i: int) -> str | None:
             changed = _changed(program.data[name], axis, i, swap)
             if changed is None:
                 break
-            data = dict(program.data)
-            data[name], j = changed
+            value, j = changed
             try:
-                other = StanLogDensity.from_stan(program.stan_file, _stan._jsonable(data),
-                                                 log_lik=program.log_lik_name)
+                other = _density_with(program, name, value)
                 if other.n_params != U.shape[1]:
                     break
                 lp_other = other.log_density(U)
@@ -181,12 +187,9 @@ def grouped_entry(program, U, lp_full) -> str | None:
     matters to it).  An outcome that enters other groups' terms (lags), or a ``log_lik``
     missing part of its group's likelihood, fails.
     """
-    from loo_adapt.stan import backends as _stan
-    from loo_adapt.stan.log_density import StanLogDensity
     from loo_adapt.stan.stan_source import program_text
 
-    full = program.log_density()
-    ll_full = full.log_lik(U)
+    ll_full = program.log_density().log_lik(U)
     code = program_text(program.stan_file)
     for name, value in program.data.items():
         arr = np.asarray(value)
@@ -198,11 +201,8 @@ def grouped_entry(program, U, lp_full) -> str | None:
             swap = _changed(arr, 0, int(m), swap=True)
             if swap is None:
                 continue
-            data = dict(program.data)
-            data[name] = swap[0]
             try:
-                other = StanLogDensity.from_stan(program.stan_file, _stan._jsonable(data),
-                                                 log_lik=program.log_lik_name)
+                other = _density_with(program, name, swap[0])
                 if other.n_params != U.shape[1]:
                     ok = False
                     break
@@ -213,12 +213,12 @@ def grouped_entry(program, U, lp_full) -> str | None:
                 break
             with np.errstate(invalid="ignore"):
                 moving = np.flatnonzero(np.nanmax(np.abs(d_ll), axis=0) > TERM_SLACK / 10)
-            resid = term_residual(lp_full, lp_other, d_ll[:, moving].sum(axis=1))
+            moved = d_ll[:, moving].sum(axis=1)
+            resid = term_residual(lp_full, lp_other, moved)
             if moving.size > 2 or resid is None or resid > TERM_SLACK:
                 ok = False
                 break
-            informative |= bool(moving.size) and (spread(d_ll[:, moving].sum(axis=1)) or 0.0) \
-                > _INFORMATIVE
+            informative |= bool(moving.size) and (spread(moved) or 0.0) > _INFORMATIVE
         if ok and informative:
             return name
     return None
@@ -245,7 +245,7 @@ def couples_through_data(program, U=None, rows=(0,), seed: int = 0) -> str | Non
     observation of ``rows``: where the program without that row's data differs from the
     full-data program by more than its ``log_lik`` term (varying by more than `TERM_SLACK`),
     and `outcome_entry` finds the entry whose row enters only through ``log_lik``, the reason
-    is returned.
+    is returned.  Where the data cannot drop the row, `grouped_entry` decides instead.
 
     Examples
     --------
@@ -259,8 +259,9 @@ def couples_through_data(program, U=None, rows=(0,), seed: int = 0) -> str | Non
     for i in rows:
         try:
             reduced = program.log_density_without(int(i))
-        except Exception:  # noqa: BLE001 - the data cannot drop the row: refits say why
-            return None
+        except Exception as err:  # noqa: BLE001 - the data cannot drop the row: by term where
+            entry = grouped_entry(program, U, lp_full)  # each row enters one log_lik only;
+            return None if entry is None else reason_grouped(entry, err)  # else refits fail
         if reduced.n_params != density.n_params:
             return None
         ll_i = density.log_lik(U, int(i))

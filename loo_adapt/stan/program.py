@@ -393,15 +393,9 @@ class StanProgram:
             full = self.log_density().n_params
             try:
                 reduced = self.log_density_without(0)
-            except Exception as err:  # noqa: BLE001 - the data cannot drop a row: by term
-                from loo_adapt.stan.leave_out import grouped_entry, reason_grouped
-
-                U = np.random.default_rng(0).standard_normal((16, full))  # where each row
-                entry = grouped_entry(self, U, self.log_density().log_density(U))  # enters
-                self.leave_out_by_term(  # one log_lik only; else the refit raises the reason
-                    None if entry is None else reason_grouped(entry, err))
-                return self._by_term
-            if reduced.n_params != full:
+            except Exception:  # noqa: BLE001 - the data cannot drop a row: couples_through_data
+                reduced = None  # decides (by term where each row enters one log_lik only)
+            if reduced is not None and reduced.n_params != full:
                 self._by_term = True
                 self.by_term_reason = (
                     f"dropping an observation's data changes the parameters ({full} "
