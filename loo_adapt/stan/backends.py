@@ -404,20 +404,25 @@ def write_to_cache(target: pathlib.Path, write) -> None:
             "LOO_ADAPT_CACHE to a writable folder") from None
 
 
-def _cmdstan_model(path: pathlib.Path):
-    """A compiled CmdStanModel, built once per program text in a writable cache.
-
-    The installed package directory may be read-only, and CmdStan writes the executable
-    next to the .stan file, so the program is copied to a cache directory keyed by its text.
-    """
-    import cmdstanpy
-
-    text = program_text(path)  # its #include files inlined: the copy lives elsewhere
-    target = (_cache_dir() / "cmdstan" / hashlib.sha256(text.encode()).hexdigest()[:16]
-              / path.name)
+def cached_program_copy(path, kind: str) -> pathlib.Path:
+    """``<cache>/<kind>/<hash of the text>/<name>.stan``: the program's copy, its ``#include``
+    files inlined (the copy lives elsewhere), written once per text, for a compiler that
+    writes beside it (the user's folder may be read-only) and whose library a process cannot
+    load again under the same name once the program changes."""
+    path = pathlib.Path(path)
+    text = program_text(path)
+    target = _cache_dir() / kind / hashlib.sha256(text.encode()).hexdigest()[:16] / path.name
     if not target.is_file():
         write_to_cache(target, lambda t: t.write_text(text))
-    return cmdstanpy.CmdStanModel(stan_file=str(target))
+    return target
+
+
+def _cmdstan_model(path: pathlib.Path):
+    """A compiled CmdStanModel, built once per program text in a writable cache
+    (`cached_program_copy`): CmdStan writes the executable next to the .stan file."""
+    import cmdstanpy
+
+    return cmdstanpy.CmdStanModel(stan_file=str(cached_program_copy(path, "cmdstan")))
 
 
 @contextlib.contextmanager

@@ -72,7 +72,9 @@ def bridgestan_model(stan_file, data, **kw):
             "it needs a C++ toolchain). This is a limit of the tools, not a fault of the "
             "program.") from None
     try:
-        lib = bridgestan.compile_model(_compile_target(stan_file))
+        from loo_adapt.stan.backends import cached_program_copy
+
+        lib = bridgestan.compile_model(cached_program_copy(stan_file, "bridgestan"))
     except Exception as err:  # noqa: BLE001 - no toolchain, no sources, a compile error
         raise UnsupportedProgramError(
             f"cannot evaluate {pathlib.Path(stan_file).name}'s log density: {stanli_said}, and "
@@ -81,21 +83,6 @@ def bridgestan_model(stan_file, data, **kw):
             "from its sources: set the BRIDGESTAN environment variable to a BridgeStan "
             "checkout where it cannot download them.") from err
     return bridgestan.StanModel(str(lib), json.dumps(data), **{"warn": False, **kw})
-
-
-def _compile_target(stan_file) -> pathlib.Path:
-    """The program's copy (its ``#include`` files inlined) in the cache folder named by its
-    text (see `bridgestan_model`)."""
-    from loo_adapt.stan.backends import _cache_dir, write_to_cache
-    from loo_adapt.stan.stan_source import program_text
-
-    path = pathlib.Path(stan_file)
-    text = program_text(path)
-    target = (_cache_dir() / "bridgestan" / hashlib.sha256(text.encode()).hexdigest()[:16]
-              / path.name)
-    if not target.is_file():
-        write_to_cache(target, lambda t: t.write_text(text))
-    return target
 
 
 class StanLogDensity:
