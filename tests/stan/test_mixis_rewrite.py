@@ -142,6 +142,29 @@ def _glm(rng, n=12, k=2):
             "y": (rng.uniform(size=n) < 1 / (1 + np.exp(-X @ np.array([1.0, -1.0])))).astype(int)}
 
 
+def _zero_inflated(rng, n=12):
+    x = rng.normal(size=n)
+    y = np.where(rng.uniform(size=n) < 0.3, 0, rng.poisson(np.exp(0.8 + 0.5 * x)))
+    return {"N": n, "x": x, "y": y}
+
+
+def _two_outcomes(rng, n=10):
+    x = rng.normal(size=n)
+    return {"N": n, "x": x, "y1": 1.0 + 0.7 * x + rng.normal(size=n),
+            "y2": rng.poisson(np.exp(0.5 + 0.7 * x))}
+
+
+def _mvn_rows(rng, n=10, k=3):
+    corr = np.array([[1.0, 0.5, 0.2], [0.5, 1.0, 0.3], [0.2, 0.3, 1.0]])[:k, :k]
+    return {"N": n, "K": k, "y": rng.multivariate_normal(np.arange(k, dtype=float), corr,
+                                                         size=n)}
+
+
+def _poisson_glm(rng, n=12, k=2):
+    X = rng.normal(size=(n, k))
+    return {"N": n, "K": k, "X": X, "y": rng.poisson(np.exp(0.5 + X @ np.array([0.4, -0.3])))}
+
+
 # program -> (idioms it exercises, data builder)
 CORPUS = {
     "loop_yrep": ("log_lik and y_rep (_rng) in the same loop", _logistic),
@@ -189,6 +212,14 @@ CORPUS = {
     "ordinal": ("ordered cut points, ordered_logistic in a loop", _ordinal),
     "missing": ("missing outcomes as parameters, log_lik counted by N_obs", _missing),
     "glm": ("bernoulli_logit_glm; log_lik through a one-row slice X[n:n] and {y[n]}", _glm),
+    "zero_inflated": ("zero-inflated Poisson: log_sum_exp in an if / else in the loop, a "
+                      "local real, y_rep from a ternary on bernoulli_rng", _zero_inflated),
+    "two_outcomes": ("two outcomes per observation (normal and Poisson), log_lik their sum",
+                     _two_outcomes),
+    "mvn_rows": ("array[N] vector[K] rows, multi_normal_cholesky, an LKJ Cholesky factor, a "
+                 "local matrix in a local block", _mvn_rows),
+    "poisson_glm": ("poisson_log_glm in the model block, log_lik from a matrix row X[n]",
+                    _poisson_glm),
 }
 
 
