@@ -331,11 +331,9 @@ def kfold(
     rows_of = [np.flatnonzero(fold_of == k) for k in range(n_folds)]
     use_program = refit_fn is None
     if use_program and n_folds < n and program.leaves_out_by_term():
-        raise ValueError(
-            f"K-fold cannot refit {program.stan_file.name} without a fold of several rows: a "
-            f"refit takes one observation's log_lik term out of the full-data target instead "
-            f"of dropping its data ({program.by_term_reason}), one row at a time; use loo() or "
-            "refit_loo, or K equal to the number of observations")
+        # a fold's refit takes its rows' log_lik terms out of the full-data target instead
+        # of dropping their data: checked here, before any refit, that the program can
+        program.without_terms(max(rows_of, key=len))
 
     ck = None
     if checkpoint is not None:

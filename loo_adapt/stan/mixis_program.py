@@ -35,14 +35,20 @@ from loo_adapt.stan import stan_source as _src
 from loo_adapt.stan import stanc as _stanc
 
 __all__ = ["MixisProgramError", "add_mixis_flag", "flagged_program_path", "warm_start",
-           "fit_mixture", "declares_mixis_rows", "FLAG_LINES", "TARGET_LINE"]
+           "fit_mixture", "declares_mixis_rows", "declares_fold_terms", "FLAG_LINES",
+           "TARGET_LINE"]
 
-#: the lines at the end of the data block of a program with the mixture-IS flag
-FLAG_LINES = ("int<lower=0, upper=1> mixis;", "int<lower=0> mixis_n_rows;",
+#: the lines at the end of the data block of a program with the mixture-IS flag (``mixis``:
+#: 0 the posterior, 1 the mixture, 2 the posterior without the terms of ``mixis_rows``)
+FLAG_LINES = ("int<lower=0, upper=2> mixis;", "int<lower=0> mixis_n_rows;",
               "array[mixis_n_rows] int<lower=1> mixis_rows;")
 #: the line at the end of its model block (``log_lik_local``: the pointwise log-likelihood)
-TARGET_LINE = ("if (mixis) { if (mixis_n_rows == 0) target += log_sum_exp(-log_lik_local); "
-               "else target += log_sum_exp(-log_lik_local[mixis_rows]); }")
+TARGET_LINE = ("if (mixis == 1) { if (mixis_n_rows == 0) "
+               "target += log_sum_exp(-log_lik_local); "
+               "else target += log_sum_exp(-log_lik_local[mixis_rows]); } "
+               "else if (mixis == 2) target += -sum(log_lik_local[mixis_rows]);")
+#: what a program flagged before ``mixis = 2`` existed declares (mixis 0 or 1 only)
+_FLAG_TERMS = re.compile(r"\bint\s*<\s*lower\s*=\s*0\s*,\s*upper\s*=\s*2\s*>\s*mixis\s*;")
 _RESERVED = ("mixis", "mixis_n_rows", "mixis_rows")
 # what a log density is computed with: density functions, or log-scale closed forms
 _DENSITY = re.compile(r"\b(?:\w+_(?:lpmf|lpdf|lupmf|lupdf|lcdf|lccdf)|log\w*|lgamma|lbeta|"
@@ -195,7 +201,8 @@ def _rewrite(code: str, log_lik: str) -> str:
     addition = "\n".join([
         "  // mixture-IS proposal (Silva & Zanella 2023), written by loo_adapt: the pointwise",
         f"  // log-likelihood of generated quantities ({log_lik}) and, with mixis = 1,",
-        "  // target += log_sum_exp(-log_lik) over all rows or the rows mixis_rows",
+        "  // target += log_sum_exp(-log_lik) over all rows or the rows mixis_rows; with",
+        "  // mixis = 2, the terms of the rows mixis_rows taken out of the target",
         f"  vector[{size}] {local};",
         "  if (mixis) {",
         *body,
@@ -249,7 +256,8 @@ def _rewrite_transformed(code: str, masked: str, blks: dict, idents: set, log_li
     local = _local_name(idents)
     addition = "\n".join([
         "  // mixture-IS proposal (Silva & Zanella 2023), written by loo_adapt: with mixis = 1,",
-        f"  // target += log_sum_exp(-{log_lik}) over all rows or the rows mixis_rows",
+        f"  // target += log_sum_exp(-{log_lik}) over all rows or the rows mixis_rows; with",
+        "  // mixis = 2, the terms of the rows mixis_rows taken out of the target",
         f"  vector[{size}] {local} = to_vector({log_lik});",
         f"  {TARGET_LINE.replace('log_lik_local', local)}",
         "",
@@ -317,11 +325,13 @@ def add_mixis_flag(code: str, log_lik: str = "log_lik", *, use_stanc: bool | Non
     -------
     str
         The program with, at the end of the data block, ``FLAG_LINES``
-        (``int<lower=0, upper=1> mixis;``, ``int<lower=0> mixis_n_rows;``,
+        (``int<lower=0, upper=2> mixis;``, ``int<lower=0> mixis_n_rows;``,
         ``array[mixis_n_rows] int<lower=1> mixis_rows;``) and, at the end of the model
-        block, the copied computation of ``log_lik_local`` followed by ``TARGET_LINE``
-        (``target += log_sum_exp(-log_lik_local)``, over ``mixis_rows`` when
-        ``mixis_n_rows > 0``).
+        block, the copied computation of ``log_lik_local`` followed by ``TARGET_LINE``:
+        with ``mixis = 1`` ``target += log_sum_exp(-log_lik_local)``, over ``mixis_rows``
+        when ``mixis_n_rows > 0``; with ``mixis = 2`` ``target += -sum(log_lik_local[
+        mixis_rows])``, the posterior without those rows' terms (a K-fold fold's refit by
+        term).
 
     Raises
     ------
@@ -350,7 +360,7 @@ def add_mixis_flag(code: str, log_lik: str = "log_lik", *, use_stanc: bool | Non
     ...   }
     ... }'''
     >>> flagged = add_mixis_flag(code, check=False)
-    >>> "int<lower=0, upper=1> mixis;" in flagged
+    >>> "int<lower=0, upper=2> mixis;" in flagged
     True
     >>> "    log_lik_local = to_vector(mixis_log_lik);" in flagged
     True
@@ -460,6 +470,24 @@ def declares_mixis_rows(code: str) -> bool:
     True
     """
     return _ROWS_DECL.search(_src.mask(code)) is not None
+
+
+def declares_fold_terms(code: str) -> bool:
+    """Can the program take several observations' terms out of its target at once?
+
+    True when it declares ``int<lower=0, upper=2> mixis;`` with ``mixis_n_rows`` and
+    ``mixis_rows`` (`add_mixis_flag` writes them, with ``target += -sum(log_lik_local[
+    mixis_rows])`` under ``mixis == 2``); a program flagged by hand with ``upper=1`` takes
+    out one row at a time (``mixis = 1`` over one row), not a fold.
+
+    Examples
+    --------
+    >>> declares_fold_terms("data { int<lower=0, upper=1> mixis; int<lower=0> mixis_n_rows; "
+    ...                     "array[mixis_n_rows] int<lower=1> mixis_rows; }")
+    False
+    """
+    masked = _src.mask(code)
+    return declares_mixis_rows(code) and _FLAG_TERMS.search(masked) is not None
 
 
 def _rows_data(program, rows) -> dict:

@@ -367,7 +367,7 @@ class StanProgram:
         if parallel_chains is not None:
             opts["parallel_chains"] = parallel_chains
         if self.leaves_out_by_term():
-            stan_file, data = self._without_term(i)
+            stan_file, data = self.without_terms(i)
         else:
             stan_file, data = self.stan_file, self.data_without(i)
         return _stan.fit(stan_file, data, seed=seed, chains=chains, draws=draws,
@@ -411,25 +411,42 @@ class StanProgram:
         self._by_term = reason is not None
         self.by_term_reason = reason
 
-    def _without_term(self, i) -> tuple:
-        """(stan file, data) of the full-data target without observation ``i``'s term."""
-        from loo_adapt.stan.mixis_program import declares_mixis_rows
+    def without_terms(self, rows) -> tuple:
+        """(stan file, data) of the full-data target without the ``log_lik`` term of the
+        observation ``rows`` (0-based), or of each of several (a K-fold fold): the program
+        with the mixis flag (`with_mixis`), with ``mixis = 1`` over one row
+        (``log_sum_exp`` of one term is the term), ``mixis = 2`` over several.
 
-        rows = np.atleast_1d(np.asarray(i))
-        if rows.size != 1:
-            raise ValueError(
-                f"{self.stan_file.name}: a refit takes the observation's log_lik term out of "
-                f"the target ({self.by_term_reason or 'dropping its data changes the model'}); "
-                "that works for one row at a time (leave-one-out), not for a fold of several")
+        Raises
+        ------
+        ValueError
+            The flagged program declares no ``mixis_rows``, or, for several rows, flags only
+            ``mixis`` 0 / 1 (a program flagged by hand before ``mixis = 2``)."""
+        i = rows
+        from loo_adapt.stan.mixis_program import declares_fold_terms, declares_mixis_rows
+
+        rows = np.unique(np.atleast_1d(np.asarray(i)))
         flagged = self.with_mixis()
-        if not declares_mixis_rows(flagged.stan_file.read_text()):
+        code = _src.program_text(flagged.stan_file)
+        if not declares_mixis_rows(code):
             raise ValueError(
                 f"{flagged.stan_file.name} has parameters per observation and declares only "
                 "the mixis flag, not mixis_n_rows / mixis_rows, so no refit can take one "
                 "observation's term out; declare them as StanProgram.with_mixis() writes them")
+        one = [_check_index(int(r), self.n_obs) + 1 for r in rows]
         data = dict(flagged.data)
-        data.update(mixis=1, mixis_n_rows=1,
-                    mixis_rows=[_check_index(int(rows[0]), self.n_obs) + 1])
+        if rows.size == 1:  # log_sum_exp of one term: the flag of programs of any age
+            data.update(mixis=1, mixis_n_rows=1, mixis_rows=one)
+        elif declares_fold_terms(code):
+            data.update(mixis=2, mixis_n_rows=len(one), mixis_rows=one)
+        else:
+            raise ValueError(
+                f"{flagged.stan_file.name}: a refit takes the observations' log_lik terms out "
+                f"of the target ({self.by_term_reason or 'dropping its data changes the model'})"
+                "; its flag takes out one row at a time (leave-one-out), not a fold of "
+                f"several: declare `int<lower=0, upper=2> mixis;` and end the model block with "
+                f"`target += -sum(log_lik_local[mixis_rows]);` under `mixis == 2`, as "
+                "StanProgram.with_mixis() writes them for a program without the flag")
         return flagged.stan_file, data
 
     def compiled(self) -> StanProgram:

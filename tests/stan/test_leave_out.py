@@ -221,9 +221,56 @@ def _by_term_refit_matches_weighted(tmp_path, code, weighted, data, says, count=
     assert abs(by_term.elpd_i[0] - truth) < 4 * se, (by_term.elpd_i[0], truth, se)
 
 
-def test_kfold_refuses_folds_it_cannot_leave_out_by_term():
-    prog = StanProgram(CENTRED, _data(), backend="stanli")
-    with pytest.raises(ValueError, match="one row at a time"):
+def test_kfold_leaves_a_fold_out_by_term(tmp_path):
+    """A fold of five rows, the far row 0 among them, refitted by term (the flagged program
+    with mixis = 2 takes the five terms out): each row's held-out elpd matches the weighted
+    program with w = 0 on the five rows within 4 combined MCSEs."""
+    data = _data()
+    fold = np.arange(5)
+    folds = np.where(np.isin(np.arange(data["N"]), fold), 0, 1)
+    prog = StanProgram(CENTRED, data, backend="stanli")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = loo_adapt.kfold(prog, folds=folds, draws=2000, seed=2, n_jobs=1,
+                              progress=False).loo_adapt
+    assert prog.leaves_out_by_term() and res.reliable[fold].all(), res.reason
+    path = tmp_path / "weighted.stan"
+    path.write_text(WEIGHTED)
+    w = np.where(folds == 0, 0.0, 1.0)
+    draws = 25000
+    fit = stanli.Model(stan_file=str(path), data={**data, "w": w.tolist()}).sample(
+        seed=11, chains=4, samples=draws, refresh=0)
+    ll = np.asarray(fit["log_lik"]).reshape(4 * draws, data["N"])[:, fold]
+    truth = logsumexp(ll, axis=0) - np.log(ll.shape[0])
+    batches = np.array([logsumexp(b, axis=0) - np.log(b.shape[0]) for b in np.split(ll, 20)])
+    truth_se = batches.std(axis=0, ddof=1) / np.sqrt(20)
+    z = (res.elpd_i[fold] - truth) / np.hypot(res.mcse_elpd_i[fold], truth_se)
+    assert np.all(np.abs(z) < 4.0), (res.elpd_i[fold], truth, z)
+    # leaving one row out is another quantity, which the fold's estimates are told from
+    loo_rows = [_weighted_truth(tmp_path, data, int(i))[0] for i in fold[:1]]
+    assert abs(res.elpd_i[0] - loo_rows[0]) > 4 * np.hypot(res.mcse_elpd_i[0], truth_se[0])
+
+
+# the centred program with the mixis flag written by hand before mixis = 2 existed: it takes
+# one row's term out (log_sum_exp of one term), not a fold's
+FLAGGED_BY_HAND = WEIGHTED.replace(
+    "vector[N] w; }",
+    "int<lower=0, upper=1> mixis; int<lower=0> mixis_n_rows;\n"
+    "  array[mixis_n_rows] int<lower=1> mixis_rows; }").replace(
+    "  for (n in 1:N) target += w[n] * normal_lpdf(Y[n] | Intercept + Xc[n] * b, sigma);\n",
+    "  Y ~ normal(Intercept + Xc * b, sigma);\n"
+    "  if (mixis) {\n    vector[N] ll;\n"
+    "    for (n in 1:N) ll[n] = normal_lpdf(Y[n] | Intercept + Xc[n] * b, sigma);\n"
+    "    if (mixis_n_rows == 0) target += log_sum_exp(-ll);\n"
+    "    else target += log_sum_exp(-ll[mixis_rows]);\n  }\n")
+
+
+def test_kfold_refuses_a_fold_where_the_flag_takes_out_one_row(tmp_path):
+    path = tmp_path / "flagged_by_hand.stan"
+    path.write_text(FLAGGED_BY_HAND)
+    prog = StanProgram(path, _data(), backend="stanli")
+    assert prog.declares_mixis and prog.leaves_out_by_term()
+    with pytest.raises(ValueError, match="one row at a time.*upper=2"):
         loo_adapt.kfold(prog, K=5, n_jobs=1, progress=False)
 
 

@@ -262,7 +262,7 @@ def test_with_mixis_refuses_with_the_two_lines_to_add(tmp_path, gq, match):
     with pytest.raises(MixisProgramError, match=match) as err:
         add_mixis_flag(code)
     message = str(err.value)
-    assert "`int<lower=0, upper=1> mixis;`" in message
+    assert "`int<lower=0, upper=2> mixis;`" in message
     assert f"`{TARGET_LINE}`" in message
     assert "`array[mixis_n_rows] int<lower=1> mixis_rows;`" in message
 
@@ -271,7 +271,7 @@ def test_add_mixis_flag_creates_a_missing_data_block(tmp_path):
     code = ("parameters { real mu; }\nmodel { mu ~ normal(0, 1); }\n"
             "generated quantities { vector[1] log_lik; log_lik[1] = normal_lpdf(1 | mu, 1); }")
     out = add_mixis_flag(code)
-    assert out.index("int<lower=0, upper=1> mixis;") < out.index("parameters")
+    assert out.index("int<lower=0, upper=2> mixis;") < out.index("parameters")
     (tmp_path / "a.stan").write_text(code)
     (tmp_path / "b.stan").write_text(out)
     mu = np.linspace(-2, 2, 5)[:, None]

@@ -86,15 +86,17 @@ SCHOOLS_DATA = {"J": 8, "y": [28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0],
                 "sigma": [15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0], "tau": 6.0}
 
 
-def _schools_loo(data):
+def _schools_loo(data, folds=None):
     """log p(y_j | y_-j): y_k ~ N(mu, sigma_k^2 + tau^2) given mu ~ N(0, 5^2), so mu | y_-j is
-    normal and y_j | y_-j ~ N(m_-j, v_-j + tau^2 + sigma_j^2)."""
+    normal and y_j | y_-j ~ N(m_-j, v_-j + tau^2 + sigma_j^2); with ``folds`` (a fold label
+    per school), log p(y_j | y of the other folds) in the same way."""
     from scipy import stats
 
     y, s, tau = np.asarray(data["y"]), np.asarray(data["sigma"]), data["tau"]
+    folds = np.arange(y.size) if folds is None else np.asarray(folds)
     out = np.empty(y.size)
     for j in range(y.size):
-        keep = np.arange(y.size) != j
+        keep = folds != folds[j]
         prec = 1 / 25 + np.sum(1 / (s[keep] ** 2 + tau**2))
         m = np.sum(y[keep] / (s[keep] ** 2 + tau**2)) / prec
         out[j] = stats.norm.logpdf(y[j], m, np.sqrt(1 / prec + tau**2 + s[j] ** 2))
@@ -132,8 +134,7 @@ def test_program_sized_by_another_name_than_n():
 def test_refits_of_a_program_with_a_parameter_per_observation():
     """Dropping school j's data drops theta_j: the refit instead takes log_lik[j] out of the
     full-data target (the flagged program, mixis_rows = [j]); its held-out elpd matches the
-    closed form within its Monte Carlo error.  A fold of two rows cannot be left out that
-    way, and says so."""
+    closed form within its Monte Carlo error."""
     from loo_adapt.stan.refit import refit_loo
 
     program = StanProgram(SCHOOLS, SCHOOLS_DATA, backend="stanli")
@@ -147,8 +148,26 @@ def test_refits_of_a_program_with_a_parameter_per_observation():
     assert res.reliable.all(), res.reason
     z = (res.elpd_i - truth[[0, 6]]) / res.mcse_elpd_i
     assert np.all(np.abs(z) < 4.0), (res.elpd_i, truth[[0, 6]], res.mcse_elpd_i)
-    with pytest.raises(ValueError, match="one row at a time"):
-        program.refit_without([1, 2], seed=1)
+
+
+def test_kfold_of_a_program_with_a_parameter_per_observation():
+    """Dropping two schools' data drops their theta: each fold's refit takes both schools'
+    log_lik terms out of the full-data target (the flagged program with mixis = 2); every
+    school's held-out elpd matches the closed form of its fold within its Monte Carlo
+    error."""
+    program = StanProgram(SCHOOLS, SCHOOLS_DATA, backend="stanli")
+    folds = np.array([0, 2, 1, 2, 1, 1, 0, 0])  # the three highest schools in one fold
+    truth = _schools_loo(SCHOOLS_DATA, folds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = loo_adapt.kfold(program, folds=folds, draws=2000, seed=4, n_jobs=1,
+                              progress=False).loo_adapt
+    assert np.all(res.reliable), res.reason
+    z = (res.elpd_i - truth) / res.mcse_elpd_i
+    assert np.all(np.abs(z) < 4.0), (res.elpd_i, truth, res.mcse_elpd_i)
+    # schools 0 and 6 lose 0.17 nats against leaving one school out: told apart
+    loo_z = (res.elpd_i - _schools_loo(SCHOOLS_DATA)) / res.mcse_elpd_i
+    assert np.all(loo_z[[0, 6]] < -4.0), loo_z
 
 
 def _loo_recording_warnings(program):

@@ -113,7 +113,7 @@ def test_fit_mixis_needs_the_flag(linreg, logistic_data):
     path, data = linreg
     prog = StanProgram(path, data, backend="stanli", obs_dim_vars=["X", "y"])
     assert not prog.declares_mixis
-    with pytest.raises(ValueError, match=r"with_mixis\(\).*int<lower=0, upper=1> mixis;.*"
+    with pytest.raises(ValueError, match=r"with_mixis\(\).*int<lower=0, upper=2> mixis;.*"
                        r"log_sum_exp\(-log_lik_local\[mixis_rows\]\)"):
         prog.fit(mixis=True)
     bundled = StanProgram(BUNDLED, logistic_data, backend="stanli")
