@@ -212,7 +212,20 @@ class StanLogDensity:
         self.n_obs = len(self._ll_index)
         self._n_out = len(all_names)
         self._last_unconstrained = None  # (digest of the constrained values, result)
-        self._direct = direct_calls(model)
+        self._direct_for = (model, direct_calls(model))
+
+    @property
+    def _direct(self):
+        """`direct_calls` of the model now in ``self.model`` (built again where it was
+        replaced: the C functions of another model must not answer for it)."""
+        model, calls = self._direct_for
+        if model is not self.model:
+            self._direct_for = (self.model, direct_calls(self.model))
+        return self._direct_for[1]
+
+    @_direct.setter
+    def _direct(self, calls):
+        self._direct_for = (self.model, calls)
 
     @classmethod
     def from_stan(cls, stan_file, data, *, log_lik: str = "log_lik", seed: int = 0, **kw):

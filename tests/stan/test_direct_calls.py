@@ -126,3 +126,17 @@ def test_any_other_model_object_goes_through_its_python_methods(model):
     np.testing.assert_allclose(lp[ok] - lp[0], lp_true[ok] - lp_true[0], rtol=0, atol=1e-9)
     np.testing.assert_allclose(grad[ok], grad_true[ok], rtol=1e-10, atol=1e-10)
     assert np.all(np.isneginf(lp[~ok]))
+
+
+def test_a_replaced_model_answers_for_itself(model, tmp_path):
+    """``density.model`` replaced by the same program on other data: the loops call the new
+    model's C functions, not the first one's."""
+    path = tmp_path / "normal_reject.stan"
+    path.write_text(PROGRAM)
+    y2 = Y + 1.5
+    density = StanLogDensity(model)
+    density.model = bridgestan_model(path, {"N": len(y2), "y": y2.tolist()})
+    U = _points(seed=6)
+    keep = U[:, 0] <= 2.5
+    want = stats.norm.logpdf(y2[None, :], U[:, :1], np.exp(U[:, 1:]))
+    np.testing.assert_allclose(density.log_lik(U)[keep], want[keep], rtol=1e-12, atol=1e-12)
