@@ -117,24 +117,24 @@ class _DirectCalls:
         self._grad = fn("bs_log_density_gradient", b, b, vp, vp, vp)
         self._free = lib["bs_free_error_msg"]
         self._free.restype, self._free.argtypes = None, [ctypes.c_char_p]
-        self._err = ctypes.c_char_p()
-        self._perr = ctypes.byref(self._err)
 
-    def _message(self):
-        msg = (self._err.value or b"").decode("utf-8", "replace")
-        self._free(self._err)
-        self._err.value = None
+    def _message(self, err):
+        msg = (err.value or b"").decode("utf-8", "replace")
+        self._free(err)
+        err.value = None
         return msg or "unknown error"
 
     def _rows(self, f, before, U, outs, after=()):
         """``f(model, *before, row s of U, row s of each of outs, *after, err)`` for each
-        row s; the rows BridgeStan rejected -> their messages."""
-        m, perr, failed = self._m, self._perr, {}
+        row s; the rows BridgeStan rejected -> their messages.  The error pointer is the
+        call's own (threads sharing a model do not share it)."""
+        err = ctypes.c_char_p()
+        m, perr, failed = self._m, ctypes.byref(err), {}
         u0, su = U.ctypes.data, U.strides[0]
         bases = [(o.ctypes.data, o.strides[0]) for o in outs]
         for s in range(U.shape[0]):
             if f(m, *before, u0 + s * su, *[b + s * st for b, st in bases], *after, perr):
-                failed[s] = self._message()
+                failed[s] = self._message(err)
         return failed
 
     def unconstrain(self, theta, out):

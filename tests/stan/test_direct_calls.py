@@ -140,3 +140,20 @@ def test_a_replaced_model_answers_for_itself(model, tmp_path):
     keep = U[:, 0] <= 2.5
     want = stats.norm.logpdf(y2[None, :], U[:, :1], np.exp(U[:, 1:]))
     np.testing.assert_allclose(density.log_lik(U)[keep], want[keep], rtol=1e-12, atol=1e-12)
+
+
+def test_threads_sharing_a_model_get_their_own_answers(model):
+    """Two threads through one density, many points rejected in both: each gets what one
+    thread alone gets (each call reads and frees its own error messages)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    density = StanLogDensity(model)
+    points = [_points(seed=s, s=400) for s in (7, 8)]
+    alone = [density.log_density_gradient(U) for U in points]
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(3):
+            both = list(pool.map(density.log_density_gradient, points))
+            for (lp, grad), (lp0, grad0) in zip(both, alone):
+                np.testing.assert_array_equal(lp, lp0)
+                np.testing.assert_array_equal(grad, grad0)
+    assert np.isneginf(alone[0][0]).sum() > 50  # the error path ran, in both threads
