@@ -37,7 +37,7 @@ from truth_suite import benchmark_names, calibration_z, load_benchmark, mixture_
 from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.estimators.base import Context  # noqa: E402
 from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS  # noqa: E402
-from loo_adapt.stan.mixis_program import fit_mixture  # noqa: E402
+from loo_adapt.stan.mixture_fit import fit_mixture  # noqa: E402
 
 
 def z_summary(est_elpd, est_mcse, truth):

@@ -1,5 +1,5 @@
 """A warm-started mixture fit's wall time with every chain sampled at once (the default of
-`loo_adapt.stan.mixis_program.fit_mixture`) against at most one chain a core
+`loo_adapt.stan.mixture_fit.fit_mixture`) against at most one chain a core
 (cmdstanpy's and stanli's default), in one run, and whether the draws are the same.
 
 Per benchmark and seed: the full mixture fit of `truth_suite.fit_mixture_of` (warm-started

@@ -85,7 +85,7 @@ FAMILY = {"logistic_n300": "logistic_normal", "relu5": "relu_net", "rhs_wide": "
 
 def focused_rows(draws) -> int | None:
     """How many rows the mixture fit behind ``draws`` was focused on (its source, as
-    `loo_adapt.stan.mixis_program.fit_mixture` writes it: "focused mixis proposal (k rows)"),
+    `loo_adapt.stan.mixture_fit.fit_mixture` writes it: "focused mixis proposal (k rows)"),
     None for the full mixture or any other fit."""
     m = re.search(r"focused mixis proposal \((\d+) rows\)", getattr(draws, "source", "") or "")
     return int(m.group(1)) if m else None

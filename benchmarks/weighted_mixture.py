@@ -36,7 +36,7 @@ from truth_suite import calibration_z, load_benchmark  # noqa: E402
 
 from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.core.psis_loo import loo_pointwise  # noqa: E402
-from loo_adapt.stan.mixis_program import fit_mixture  # noqa: E402
+from loo_adapt.stan.mixture_fit import fit_mixture  # noqa: E402
 
 _OLD = "if (mixis_n_rows == 0) target += log_sum_exp(-log_lik_local);"
 _NEW = "if (mixis_n_rows == 0) target += log_sum_exp(mixis_log_c - log_lik_local);"

@@ -374,7 +374,7 @@ class FocusedMixIS:
         `loo_adapt.estimators.mixture_checks.MIN_DRAWS` draws and ``MIN_ESS`` effective draws).
     mcse : the pointwise MCSE of `loo_adapt.core.mixis.mixis_loo`.
     chains, draws : of the focused fit (its warm-up: that of
-        `loo_adapt.stan.mixis_program.fit_mixture`, 100 iterations after a warm start);
+        `loo_adapt.stan.mixture_fit.fit_mixture`, 100 iterations after a warm start);
         ``draws`` is the most: with ``size_first`` the first fit draws `first_draws`, what the
         full mixture's draws reweighted to the focused mixture say its rows need
         (`focus_draws`; a note gives the count when it is fewer).

@@ -36,7 +36,7 @@ __all__ = [
 
 #: a mixture fit (the full one or a focused one) with more than this share of its draws
 #: divergent verifies no row: the package reruns such a fit once at a higher adapt_delta
-#: (`loo_adapt.stan.mixis_program.fit_mixture`), as it reruns a refit with divergences.  The
+#: (`loo_adapt.stan.mixture_fit.fit_mixture`), as it reruns a refit with divergences.  The
 #: truth suite's own fits stay far below (at most 7 of 4000 draws, 0.2 %; their estimates
 #: match the brute-force truth), a funnel the sampler cannot follow (a centred hierarchical
 #: program, leave one group out: 4 % and 6 %, and 1 % in its own posterior fit) far above

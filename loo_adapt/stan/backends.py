@@ -174,7 +174,7 @@ def stan_data(name: str, X, y, **priors) -> dict:
 
     ``mixis`` (0/1, default 0) is always set, because Stan data has no defaults, and so are
     ``mixis_n_rows = 0`` and an empty ``mixis_rows`` (a mixture over every observation; see
-    `loo_adapt.stan.mixis_program.fit_mixture` for one focused on some rows).
+    `loo_adapt.stan.mixture_fit.fit_mixture` for one focused on some rows).
     """
     name = _canonical_name(name)
     X, y = _check_xy(X, y)

@@ -637,7 +637,7 @@ class StanProgram:
         **kw
             ``chains``, ``draws``, ``warmup``, ``rows`` (a mixture focused on those
             observations' leave-one-out posteriors) of
-            `loo_adapt.stan.mixis_program.fit_mixture`.
+            `loo_adapt.stan.mixture_fit.fit_mixture`.
 
         Returns
         -------
@@ -647,7 +647,7 @@ class StanProgram:
         --------
         >>> mix = program.fit_mixture(posterior, chains=8, draws=250)  # doctest: +SKIP
         """
-        from loo_adapt.stan.mixis_program import fit_mixture
+        from loo_adapt.stan.mixture_fit import fit_mixture
 
         program = self if self._declares_mixis else self.with_mixis()
         return fit_mixture(program, posterior, seed=seed, **kw)
