@@ -52,7 +52,7 @@ def outlier_data(n=30):
     return {"N": n, "K": 3, "y": y}
 
 
-def test_a_far_outlier_is_verified_by_a_bridged_refit_that_matches_integration():
+def test_a_far_outlier_is_verified_and_matches_integration():
     program = StanProgram(PROGRAM, outlier_data(), backend="stanli")
     fit = program.fit(chains=4, warmup=500, draws=500, seed=2)
     with warnings.catch_warnings():
@@ -60,8 +60,7 @@ def test_a_far_outlier_is_verified_by_a_bridged_refit_that_matches_integration()
         res = loo_adapt.loo(fit, program=program, seed=2, progress=False,
                             refit_kwargs={"n_jobs": 1}).loo_adapt
     assert res.pareto_k[0] > 1.0  # plain PSIS gives up on the row
-    assert res.method[0] == "refit" and res.reliable[0]
-    assert any("bridged" in note for note in res.notes)
+    assert res.reliable[0]  # today by a bridged refit; any estimator must meet the oracle
     err = res.elpd_i[0] - TI_ELPD0
     tol = 3.5 * np.sqrt(res.mcse_elpd_i[0] ** 2 + TI_SE**2) + TI_GRID
     assert abs(err) <= tol, (res.elpd_i[0], res.mcse_elpd_i[0])
