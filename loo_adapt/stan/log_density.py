@@ -223,10 +223,6 @@ class StanLogDensity:
             self._direct_for = (self.model, direct_calls(self.model))
         return self._direct_for[1]
 
-    @_direct.setter
-    def _direct(self, calls):
-        self._direct_for = (self.model, calls)
-
     @classmethod
     def from_stan(cls, stan_file, data, *, log_lik: str = "log_lik", seed: int = 0, **kw):
         """Build through `bridgestan_model`: stanli's interpreter (offline, no C++
@@ -281,8 +277,10 @@ class StanLogDensity:
             return last[1].copy()
         out = np.empty((theta.shape[0], self.n_params))
         if self._direct is not None:
-            for s, msg in self._direct.unconstrain(theta, out).items():
-                raise RuntimeError(f"param_unconstrain of draw {s}: {msg}")
+            failed = self._direct.unconstrain(theta, out)
+            if failed:
+                s = min(failed)
+                raise RuntimeError(f"param_unconstrain of draw {s}: {failed[s]}")
         else:
             for s in range(theta.shape[0]):  # into the output's rows: no array per draw
                 self.model.param_unconstrain(theta[s], out=out[s])
@@ -306,13 +304,12 @@ class StanLogDensity:
         out = np.empty(U.shape[0])
         if self._direct is not None:
             out[list(self._direct.log_density(U, out[:, None]))] = -np.inf
-            out[np.isnan(out)] = -np.inf
-            return out
-        for s in range(U.shape[0]):
-            try:
-                out[s] = self.model.log_density(U[s], propto=True, jacobian=True)
-            except RuntimeError:
-                out[s] = -np.inf
+        else:
+            for s in range(U.shape[0]):
+                try:
+                    out[s] = self.model.log_density(U[s], propto=True, jacobian=True)
+                except RuntimeError:
+                    out[s] = -np.inf
         out[np.isnan(out)] = -np.inf
         return out
 
@@ -324,13 +321,13 @@ class StanLogDensity:
         if self._direct is not None:
             bad = list(self._direct.log_density_gradient(U, lp[:, None], grad))
             lp[bad], grad[bad] = -np.inf, np.nan
-            return lp, grad
-        for s in range(U.shape[0]):
-            try:
-                lp[s], grad[s] = self.model.log_density_gradient(U[s], propto=True,
-                                                                 jacobian=True)
-            except RuntimeError:
-                lp[s], grad[s] = -np.inf, np.nan
+        else:
+            for s in range(U.shape[0]):
+                try:
+                    lp[s], grad[s] = self.model.log_density_gradient(U[s], propto=True,
+                                                                     jacobian=True)
+                except RuntimeError:
+                    lp[s], grad[s] = -np.inf, np.nan
         return lp, grad
 
     def log_lik(self, U, idx=None) -> np.ndarray:

@@ -422,10 +422,9 @@ class StanProgram:
         ValueError
             The flagged program declares no ``mixis_rows``, or, for several rows, flags only
             ``mixis`` 0 / 1 (a program flagged by hand before ``mixis = 2``)."""
-        i = rows
         from loo_adapt.stan.mixis_program import declares_fold_terms, declares_mixis_rows
 
-        rows = np.unique(np.atleast_1d(np.asarray(i)))
+        rows = np.unique(np.atleast_1d(np.asarray(rows)))
         flagged = self.with_mixis()
         code = _src.program_text(flagged.stan_file)
         if not declares_mixis_rows(code):
@@ -433,19 +432,19 @@ class StanProgram:
                 f"{flagged.stan_file.name} has parameters per observation and declares only "
                 "the mixis flag, not mixis_n_rows / mixis_rows, so no refit can take one "
                 "observation's term out; declare them as StanProgram.with_mixis() writes them")
-        one = [_check_index(int(r), self.n_obs) + 1 for r in rows]
+        stan_rows = [_check_index(int(r), self.n_obs) + 1 for r in rows]  # 1-based
         data = dict(flagged.data)
         if rows.size == 1:  # log_sum_exp of one term: the flag of programs of any age
-            data.update(mixis=1, mixis_n_rows=1, mixis_rows=one)
+            data.update(mixis=1, mixis_n_rows=1, mixis_rows=stan_rows)
         elif declares_fold_terms(code):
-            data.update(mixis=2, mixis_n_rows=len(one), mixis_rows=one)
+            data.update(mixis=2, mixis_n_rows=len(stan_rows), mixis_rows=stan_rows)
         else:
             raise ValueError(
                 f"{flagged.stan_file.name}: a refit takes the observations' log_lik terms out "
                 f"of the target ({self.by_term_reason or 'dropping its data changes the model'})"
                 "; its flag takes out one row at a time (leave-one-out), not a fold of "
-                f"several: declare `int<lower=0, upper=2> mixis;` and end the model block with "
-                f"`target += -sum(log_lik_local[mixis_rows]);` under `mixis == 2`, as "
+                "several: declare `int<lower=0, upper=2> mixis;` and end the model block with "
+                "`target += -sum(log_lik_local[mixis_rows]);` under `mixis == 2`, as "
                 "StanProgram.with_mixis() writes them for a program without the flag")
         return flagged.stan_file, data
 
