@@ -3,7 +3,8 @@ each row's estimate is held from (the full mixture, the easy-row focus, each foc
 rows above the bar).  A shared sign within one group points at the stage that carries it.
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/error_by_fit.py rhs_wide
-        [--truth-from rhs_wide_099] [--seeds 1 2 3] [--easy-budget 1e9] [--rows mixture]
+        [--truth-from rhs_wide_099] [--seeds 1 2 3] [--easy-budget 1e9] [--easy-kish 200]
+        [--rows mixture]
 
 ``--rows G`` also prints the rows of each group whose name starts with G, by the Kish ESS
 of the fit they are held from (the PointwiseLoo diagnostic), with each group's mean z
@@ -46,11 +47,15 @@ def main(argv=None):
     parser.add_argument("--easy-budget", type=float, default=None,
                         help="the easy-row focus's leapfrog budget in posterior fits "
                              "(focused.EASY_FOCUS_BUDGET; a large value: 4 x 4000 draws)")
+    parser.add_argument("--easy-kish", type=float, default=None,
+                        help="the easy-row focus's Kish ESS floor (focused.EASY_FOCUS_KISH)")
     parser.add_argument("--rows", default=None,
                         help="print the rows of the groups whose name starts with this")
     args = parser.parse_args(argv)
     if args.easy_budget is not None:
         focused.EASY_FOCUS_BUDGET = args.easy_budget
+    if args.easy_kish is not None:
+        focused.EASY_FOCUS_KISH = args.easy_kish
     bench = load_benchmark(args.benchmark)
     truth = np.asarray(bench.truth)
     idx = truth[:, 0].astype(int)
@@ -72,10 +77,14 @@ def main(argv=None):
             parts.append(f"{g}: {k.sum()} rows, {err[k].sum():+.2f} (MC {mc:.2f}{against})")
         total = f"{err.sum():+.2f}" + ("" if alt is None
                                       else f" ({res.elpd_i[idx].sum() - alt.sum():+.2f})")
-        print(f"{args.benchmark} seed {seed}: total error {total}; " + "; ".join(parts),
-              flush=True)
+        scored = truth if alt_full is None else alt_full
+        z = calibration_z(res.elpd_i[idx], res.mcse_elpd_i[idx], scored[:, 1], scored[:, 2])
+        print(f"{args.benchmark} seed {seed}: total error {total} (MC "
+              f"{truth_run._mc_total(res, scored, idx):.2f}); rms z "
+              f"{np.sqrt(np.mean(z ** 2)):.2f}, |z| > 2: {np.sum(z > 2)} optimistic, "
+              f"{np.sum(z < -2)} pessimistic; {sum(res.stage_seconds.values()):.0f} s; "
+              + "; ".join(parts), flush=True)
         if args.rows:
-            scored = truth if alt_full is None else alt_full
             _print_rows(res, idx, res.elpd_i[idx] - scored[:, 1], scored, groups, args.rows)
     print("(MC: the group's pointwise MCSEs and truth MC errors in quadrature, which leaves out "
           "the correlation of rows that share a fit"

@@ -52,6 +52,15 @@ EASY_FOCUS_SHARE = 0.1
 #: rhs_microarray_next seed 21), which put the default above three posterior fits.
 EASY_FOCUS_BUDGET = 1.0
 
+#: the easy-row focus takes the rows MixIS verified with a Kish ESS above this.  The rows the
+#: full mixture verified at Kish ESS 100-400 keep its estimates and carry most of the wide
+#: horseshoes' optimistic totals (`benchmarks/results/error_by_fit.txt`).  Taking those
+#: above 200 into the focus too was best on rhs_wide_099 (totals +0.00 / +0.01 / -0.08
+#: against -0.21 / +1.12 / +0.22, same cost) and lowered RMSE on all 9 report-half runs,
+#: but left rhs_microarray's rows at rms z 1.30 (1.16 at 400) with its totals all positive
+#: (`benchmarks/results/easy_focus_kish.txt`): so 400.
+EASY_FOCUS_KISH = 400.0
+
 #: fewest draws per chain the budget leaves the easy-row focus (it exists to sample those
 #: rows' tails: at 4 x 1000 their rms z was 1.2-2.0 per window, at 4 x 2000 1.1-1.6, at
 #: 4 x 4000 0.9-1.4; `benchmarks/results/easy_rows_alternatives.txt`)
@@ -584,13 +593,13 @@ class FocusedEasyMixIS(FocusedMixIS):
 
     Asked about every row, it takes those the result so far holds from MixIS (method
     "mixis" or "mixis+psis"), shown reliable, with a Kish ESS (the ``diagnostic``) above
-    ``min_kish``, and returns the focused estimates of those rows.  It returns no row (the
-    rows keep the full mixture's estimates; a note says why) when no row or every row is
-    easy (a fit over all of them is the mixture fit again), the focused fit is skipped, or
-    ``max_low_khat_share`` is set and at least that share of the rows has a plain-PSIS
-    k-hat below 1/2 (`EASY_FOCUS_SHARE`: what ``mixis_focus_easy="auto"``, the default of
-    `loo_adapt.loo`, sets; None focuses whatever the posterior); in that last case without
-    a note, as a stage with nothing to do.
+    ``min_kish`` (None: `EASY_FOCUS_KISH`), and returns the focused estimates of those
+    rows.  It returns no row (the rows keep the full mixture's estimates; a note says why)
+    when no row or every row is easy (a fit over all of them is the mixture fit again), the
+    focused fit is skipped, or ``max_low_khat_share`` is set and at least that share of the
+    rows has a plain-PSIS k-hat below 1/2 (`EASY_FOCUS_SHARE`: what
+    ``mixis_focus_easy="auto"``, the default of `loo_adapt.loo`, sets; None focuses whatever
+    the posterior); in that last case without a note, as a stage with nothing to do.
 
     Its draws per chain are ``draws`` (4000), fewer where those would take more leapfrog
     steps than `EASY_FOCUS_BUDGET` posterior fits (`posterior_leapfrog`, against the full
@@ -602,7 +611,7 @@ class FocusedEasyMixIS(FocusedMixIS):
     row MixIS holds, verified or not, and a note says why.
     """
 
-    min_kish: float = 400.0
+    min_kish: float | None = None  # None: `EASY_FOCUS_KISH`, read when it runs
     draws: int = 4000
     max_low_khat_share: float | None = None
     name: str = "mixis_focused_easy"
@@ -627,6 +636,10 @@ class FocusedEasyMixIS(FocusedMixIS):
                        f"focus runs below {self.max_low_khat_share:.0%}, where the full "
                        "mixture under-samples the easy rows' tails)")
 
+    @property
+    def _min_kish(self) -> float:
+        return EASY_FOCUS_KISH if self.min_kish is None else float(self.min_kish)
+
     def easy_rows(self, result, rows) -> np.ndarray:
         """The rows of ``rows`` that ``result`` holds from MixIS, reliable, with a Kish
         ESS above ``min_kish``."""
@@ -635,7 +648,7 @@ class FocusedEasyMixIS(FocusedMixIS):
             return rows[:0]
         from_mixis = _from_mixis(result, rows)
         with np.errstate(invalid="ignore"):
-            kish = np.asarray(result.diagnostic, dtype=float)[rows] > self.min_kish
+            kish = np.asarray(result.diagnostic, dtype=float)[rows] > self._min_kish
         return rows[from_mixis & kish & np.asarray(result.reliable, dtype=bool)[rows]]
 
     def __call__(self, ctx, rows):
@@ -658,7 +671,7 @@ class FocusedEasyMixIS(FocusedMixIS):
             note = None
             if easy.size == 0 or easy.size >= n:  # nothing to focus on, or the full mixture
                 return self._nothing(f"{easy.size} of {n} rows have a Kish ESS above "
-                                     f"{self.min_kish:g}")
+                                     f"{self._min_kish:g}")
         draws, cut = self.budget_draws(ctx, easy)
         est = FocusedMixIS.__call__(replace(self, draws=draws), ctx, easy)
         if np.isnan(np.asarray(est.elpd_i, dtype=float)).all():  # skipped: keep MixIS's rows

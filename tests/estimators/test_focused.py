@@ -488,7 +488,7 @@ def _result_so_far(n, method, kish, reliable):
 
 def test_easy_rows_get_their_own_focused_fit(tmp_path):
     """The stage as ``mixis_focus_easy=True`` runs it (no k-hat rule): the rows MixIS
-    verified with a Kish ESS above 400 (pooled or not) get one
+    verified with a Kish ESS above `EASY_FOCUS_KISH` (400; pooled or not) get one
     focused fit; rows from other estimators, unverified or with a small Kish ESS are not
     asked about.  Its estimates match the closed-form LOO densities within their MCSEs (rms
     z over replicates near 1); with no easy row it asks for no fit and returns no rows."""
@@ -522,6 +522,11 @@ def test_easy_rows_get_their_own_focused_fit(tmp_path):
     # the skew-widened MCSE (rms z 1.00 here; the delta method's 1.12) verifies 79-100 % of
     # the rows per replicate, 91 % on average (the delta method 92-100 %, 98 %)
     assert np.mean(verified) > 0.85 and min(verified) > 0.75, verified
+    # the floor: the rows at Kish 150 join at min_kish=100, none is easy at 1000
+    so_far = _result_so_far(n, method, kish, reliable)
+    lower = [i for i in range(n) if i not in (1, 2)]
+    assert FocusedEasyMixIS(min_kish=100.0).easy_rows(so_far, np.arange(n)).tolist() == lower
+    assert FocusedEasyMixIS(min_kish=1000.0).easy_rows(so_far, np.arange(n)).size == 0
     prog = _ExactProgram(y, post_mean, truth, tmp_path, seed=1)
     ctx = _ctx(posterior, prog)
     ctx.result = _result_so_far(n, method, np.full(n, 50.0), reliable)
