@@ -165,6 +165,18 @@ def _poisson_glm(rng, n=12, k=2):
     return {"N": n, "K": k, "X": X, "y": rng.poisson(np.exp(0.5 + X @ np.array([0.4, -0.3])))}
 
 
+def _offset_groups(rng, n=16, j=4):
+    g = np.arange(n) % j + 1
+    return {"N": n, "J": j, "g": g, "y": rng.normal(size=j)[g - 1] + rng.normal(size=n)}
+
+
+def _binomial_trials(rng, n=12, k=2):
+    X = rng.normal(size=(n, k))
+    trials = rng.integers(5, 30, size=n)
+    p = 1 / (1 + np.exp(-(0.3 + X @ np.array([0.8, -0.5]))))
+    return {"N": n, "K": k, "X": X, "trials": trials, "y": rng.binomial(trials, p)}
+
+
 # program -> (idioms it exercises, data builder)
 CORPUS = {
     "loop_yrep": ("log_lik and y_rep (_rng) in the same loop", _logistic),
@@ -220,6 +232,10 @@ CORPUS = {
                  "local matrix in a local block", _mvn_rows),
     "poisson_glm": ("poisson_log_glm in the model block, log_lik from a matrix row X[n]",
                     _poisson_glm),
+    "offset_multiplier": ("varying intercepts non-centred by <offset, multiplier>, indexed "
+                          "through a group array in the loop", _offset_groups),
+    "binomial_trials": ("binomial_logit with trials, a vectorised binomial_rng outside the "
+                        "loop, a local eta in a local block", _binomial_trials),
 }
 
 
