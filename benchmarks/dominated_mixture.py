@@ -1,6 +1,6 @@
 """Is the full mixture dominated by one observation, and what does the default do then?
 
-`loo_adapt.estimators.focused.dominated` calls the full mixture dominated when it leaves
+`loo_adapt.estimators.focused_easy.dominated` calls the full mixture dominated when it leaves
 fewer than `DOMINATED_DRAWS` of its draws to the components of every row but its heaviest
 (the mixture weights row j's leave-one-out posterior by exp(-elpd_j)); the easy-row stage
 then fits a mixture over the other rows.
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import CACHE, benchmark_names, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.api import loo  # noqa: E402
-from loo_adapt.estimators import focused  # noqa: E402
+from loo_adapt.estimators import focused_easy  # noqa: E402
 
 POISSON = """
 data { int<lower=0> N; vector[N] x; array[N] int<lower=0> y; }
@@ -60,7 +60,7 @@ generated quantities {
 
 def part1(seeds):
     print("== the truth suite: draws the full mixture leaves to every row but its heaviest "
-          f"(dominated below {focused.DOMINATED_DRAWS:g})")
+          f"(dominated below {focused_easy.DOMINATED_DRAWS:g})")
     for name in benchmark_names("all", None):
         bench = load_benchmark(name)
         left = []
@@ -72,7 +72,8 @@ def part1(seeds):
             share /= share.sum()
             n_draws = mixture_fit(bench, seed)[0].n_samples
             left.append(n_draws * (share.sum() - share.max()))
-            assert (focused.dominated(res) is not None) == (left[-1] < focused.DOMINATED_DRAWS)
+            is_dominated = focused_easy.dominated(res) is not None
+            assert is_dominated == (left[-1] < focused_easy.DOMINATED_DRAWS)
         print(f"{name:22s} " + " / ".join(f"{v:.0f}" for v in left) + f" of {n_draws}",
               flush=True)
 
@@ -114,9 +115,9 @@ def part2(seeds):
     print("\n== a Poisson regression with one count of 25 (n = 40): truth total "
           f"{truth[:, 0].sum():.3f}, outlier elpd {truth[0, 0]:.2f}")
     rest = np.arange(1, 40)
-    default = focused.DOMINATED_DRAWS
+    default = focused_easy.DOMINATED_DRAWS
     for rule in (default, 0.0):
-        focused.DOMINATED_DRAWS = rule
+        focused_easy.DOMINATED_DRAWS = rule
         for seed in seeds:
             res = loo(posterior, program=program, seed=seed, progress=False).loo_adapt
             err = res.elpd_i - truth[:, 0]
@@ -128,7 +129,7 @@ def part2(seeds):
                   f"{err[rest].sum():+.3f} (MC {mc:.3f}); verified {ver.sum()}/40, rms z "
                   f"{np.sqrt(np.mean(z**2)):.2f}, |z| > 3: {int(np.sum(np.abs(z) > 3))}; "
                   f"stages: {stages}", flush=True)
-    focused.DOMINATED_DRAWS = default
+    focused_easy.DOMINATED_DRAWS = default
 
 
 def main(argv=None):

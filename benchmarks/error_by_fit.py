@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import truth as truth_run  # noqa: E402
 from truth_suite import calibration_z, focused_rows, load_benchmark, mixture_fit  # noqa: E402
 
-from loo_adapt.estimators import focused  # noqa: E402
+from loo_adapt.estimators import focused_easy  # noqa: E402
 
 
 def _group(rec, method) -> str:
@@ -46,16 +46,16 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--easy-budget", type=float, default=None,
                         help="the easy-row focus's leapfrog budget in posterior fits "
-                             "(focused.EASY_FOCUS_BUDGET; a large value: 4 x 4000 draws)")
+                             "(focused_easy.EASY_FOCUS_BUDGET; a large value: 4 x 4000 draws)")
     parser.add_argument("--easy-kish", type=float, default=None,
-                        help="the easy-row focus's Kish ESS floor (focused.EASY_FOCUS_KISH)")
+                        help="the easy-row focus's Kish ESS floor (focused_easy.EASY_FOCUS_KISH)")
     parser.add_argument("--rows", default=None,
                         help="print the rows of the groups whose name starts with this")
     args = parser.parse_args(argv)
     if args.easy_budget is not None:
-        focused.EASY_FOCUS_BUDGET = args.easy_budget
+        focused_easy.EASY_FOCUS_BUDGET = args.easy_budget
     if args.easy_kish is not None:
-        focused.EASY_FOCUS_KISH = args.easy_kish
+        focused_easy.EASY_FOCUS_KISH = args.easy_kish
     bench = load_benchmark(args.benchmark)
     truth = np.asarray(bench.truth)
     idx = truth[:, 0].astype(int)

@@ -16,7 +16,7 @@ other rows (full mixture) and every row with the easy ones taken from the focuse
 
 With ``--trigger`` it fits nothing: per benchmark, the share of rows whose plain-PSIS k-hat
 (of the posterior draws, as ``loo`` computes it) is below 1/2, whether
-``mixis_focus_easy="auto"`` focuses there (`loo_adapt.estimators.focused.EASY_FOCUS_SHARE`),
+``mixis_focus_easy="auto"`` focuses there (`loo_adapt.estimators.focused_easy.EASY_FOCUS_SHARE`),
 and per seed the full mixture's easy rows against the truth: where they err, the rule should
 focus.
 """
@@ -36,7 +36,7 @@ from truth_suite import benchmark_names, calibration_z, load_benchmark, mixture_
 
 from loo_adapt.core.mixis import mixis_loo  # noqa: E402
 from loo_adapt.estimators.base import Context  # noqa: E402
-from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS  # noqa: E402
+from loo_adapt.estimators.focused_easy import EASY_FOCUS_SHARE, FocusedEasyMixIS  # noqa: E402
 from loo_adapt.stan.mixture_fit import fit_mixture  # noqa: E402
 
 

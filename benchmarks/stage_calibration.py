@@ -1,7 +1,8 @@
 """Calibration of the default with a program, row by row, split by the stage whose estimate
 each verified row ends with (MixIS, the easy-row focus, the focus on rows above the bar,
 refits), against the brute-force truth; with ``--no-depth-cap`` the easy-row focused fit
-keeps the program's NUTS tree depth (`loo_adapt.estimators.focused.posterior_tree_depth`).
+keeps the program's NUTS tree depth (`loo_adapt.estimators.focused.posterior_tree_depth`,
+as `focused_easy` imports it).
 
     python benchmarks/stage_calibration.py --benchmark rhs_wide_099 --seed 2 [--no-depth-cap]
 
@@ -23,6 +24,7 @@ from truth import _with_program  # noqa: E402
 from truth_suite import calibration_z, load_benchmark, mixture_fit  # noqa: E402
 
 import loo_adapt.estimators.focused as focused  # noqa: E402
+import loo_adapt.estimators.focused_easy as focused_easy  # noqa: E402
 
 
 def main(argv=None):
@@ -34,6 +36,7 @@ def main(argv=None):
     warnings.simplefilter("ignore")
     if not args.cap:
         focused.posterior_tree_depth = lambda draws: None
+        focused_easy.posterior_tree_depth = focused.posterior_tree_depth
     bench = load_benchmark(args.benchmark)
     res, _ = _with_program(bench, args.seed, mixture_fit(bench, args.seed), refit_budget=5)
     truth = bench.truth

@@ -26,7 +26,7 @@ package and the CLI run:
       MCSE                    default's skew widening, `loo_adapt.core.skew`)
     with program, easy rows   ... mixis_focus_easy=True (a focused fit, 4 x 4000 draws, over
       focused                 the rows MixIS verified with a Kish ESS > 400, whatever the
-                              posterior, `loo_adapt.estimators.focused.FocusedEasyMixIS`)
+                              posterior, `loo_adapt.estimators.focused_easy.FocusedEasyMixIS`)
     with program, easy rows   ... mixis_focus_easy=False (the default before the easy-row
       never focused           focus)
 

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import calibration_z, focused_rows, suite_module, total_mc  # noqa: E402
 
 import loo_adapt  # noqa: E402
-from loo_adapt.estimators import focused  # noqa: E402
+from loo_adapt.estimators import focused, focused_easy  # noqa: E402
 
-DEFAULT_BUDGET = focused.EASY_FOCUS_BUDGET
+DEFAULT_BUDGET = focused_easy.EASY_FOCUS_BUDGET
 DEFAULT_MARGIN = focused.AGAIN_MARGIN
 
 #: the user's program: every benchmark it runs on is a horseshoe logistic regression
@@ -93,7 +93,7 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[11])
     parser.add_argument("--easy-budgets", type=float, nargs="+", default=None,
                         help="run loo() on each fit once per value of the easy-row focus's "
-                        "leapfrog budget (focused.EASY_FOCUS_BUDGET, in posterior fits; a "
+                        "leapfrog budget (focused_easy.EASY_FOCUS_BUDGET, in posterior fits; a "
                         "large value: the 4 x 4000 draws it had before), an A/B on one fit")
     parser.add_argument("--again-margins", type=float, nargs="+", default=None,
                         help="run loo() on each fit once per value of focused.AGAIN_MARGIN "
@@ -102,7 +102,7 @@ def main(argv=None):
     parser.add_argument("--worst", type=int, default=0,
                         help="also print the rows with the k most negative and positive errors")
     args = parser.parse_args(argv)
-    budgets = args.easy_budgets or [focused.EASY_FOCUS_BUDGET]
+    budgets = args.easy_budgets or [focused_easy.EASY_FOCUS_BUDGET]
     margins = args.again_margins or [focused.AGAIN_MARGIN]
     suite = suite_module()
     with tempfile.TemporaryDirectory() as tmp:
@@ -129,7 +129,7 @@ def _run(name, seed, program, fit, t_fit, truth, idx, budget, say_budget, worst,
          margin=DEFAULT_MARGIN, say_margin=False):
     """One loo() call with the easy-row focus's budget at ``budget`` and the second focused
     round's margin at ``margin``, printed."""
-    focused.EASY_FOCUS_BUDGET = budget
+    focused_easy.EASY_FOCUS_BUDGET = budget
     focused.AGAIN_MARGIN = margin
     try:
         t0 = time.perf_counter()
@@ -138,7 +138,7 @@ def _run(name, seed, program, fit, t_fit, truth, idx, budget, say_budget, worst,
             res = loo_adapt.loo(fit, program=program, seed=seed, progress=False)
         t_loo = time.perf_counter() - t0
     finally:
-        focused.EASY_FOCUS_BUDGET = DEFAULT_BUDGET
+        focused_easy.EASY_FOCUS_BUDGET = DEFAULT_BUDGET
         focused.AGAIN_MARGIN = DEFAULT_MARGIN
     r = res.loo_adapt
     label = f" (easy-row budget {budget:g})" if say_budget else ""

@@ -13,7 +13,8 @@ from loo_adapt.entry import build_context
 from loo_adapt.estimators.adaptive import SELECTIONS, AdaptiveIS
 from loo_adapt.estimators.arbiter import RefitArbiter
 from loo_adapt.estimators.base import Context, Stage, run_stages
-from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS, FocusedMixIS
+from loo_adapt.estimators.focused import FocusedMixIS
+from loo_adapt.estimators.focused_easy import EASY_FOCUS_SHARE, FocusedEasyMixIS
 from loo_adapt.estimators.mixis import POOL_KHAT, MixIS
 from loo_adapt.estimators.moment_match import MomentMatch
 from loo_adapt.estimators.psis import initial_result
@@ -46,7 +47,7 @@ def plan_stages(*, estimator="auto", model=None, program=None, mixis_draws=None,
     ``estimator="auto"`` follows what `benchmarks/truth.py` measures closest to brute-force
     truth: with a Stan program or mixture draws, mixture IS for every observation (with a
     program and ``mixis_focus_easy`` a focused fit over the rows it found easy,
-    `loo_adapt.estimators.focused.FocusedEasyMixIS`: "auto" where almost no row has a
+    `loo_adapt.estimators.focused_easy.FocusedEasyMixIS`: "auto" where almost no row has a
     plain-PSIS k-hat below 1/2, True always, False never), then
     (with a program, ``mixis_focus``) one mixture fit focused on the rows whose MCSE is too
     large (`loo_adapt.estimators.focused`), a few refits that arbitrate a PSIS / MixIS
@@ -211,7 +212,7 @@ def loo(
     mixis_focus_easy : with a program, one more mixture fit (4 x 4000 draws, fewer where
         those would take more leapfrog steps than the posterior fit, at least 4 x 2000)
         over the rows MixIS verified with a Kish ESS above 400, whose estimates replace the
-        full mixture's (`loo_adapt.estimators.focused.FocusedEasyMixIS`): on wide horseshoe
+        full mixture's (`loo_adapt.estimators.focused_easy.FocusedEasyMixIS`): on wide horseshoe
         fits those rows erred optimistic together with too small MCSEs.  "auto" (default)
         fits it only where fewer than 10 % of the rows have a plain-PSIS k-hat below 1/2
         (there the full mixture's easy rows erred, elsewhere they did not; about one

@@ -492,7 +492,7 @@ def test_easy_rows_get_their_own_focused_fit(tmp_path):
     focused fit; rows from other estimators, unverified or with a small Kish ESS are not
     asked about.  Its estimates match the closed-form LOO densities within their MCSEs (rms
     z over replicates near 1); with no easy row it asks for no fit and returns no rows."""
-    from loo_adapt.estimators.focused import FocusedEasyMixIS
+    from loo_adapt.estimators.focused_easy import FocusedEasyMixIS
 
     y, post_mean, truth = _problem(n=40)
     rng = np.random.default_rng(4)
@@ -545,7 +545,7 @@ def test_easy_rows_get_their_own_focused_fit(tmp_path):
 
 
 def test_easy_row_focus_runs_after_mixis_where_the_posterior_needs_it():
-    from loo_adapt.estimators.focused import EASY_FOCUS_SHARE
+    from loo_adapt.estimators.focused_easy import EASY_FOCUS_SHARE
 
     stages = plan_stages(program="model.stan")
     names = [type(s.estimator).__name__ for s in stages]
@@ -573,7 +573,7 @@ def test_auto_easy_row_focus_follows_the_share_of_low_khat_rows(tmp_path):
     nothing (no row, no note: a stage with nothing to do); `needed` says why."""
     import arviz as az
 
-    from loo_adapt.estimators.focused import EASY_FOCUS_SHARE, FocusedEasyMixIS
+    from loo_adapt.estimators.focused_easy import EASY_FOCUS_SHARE, FocusedEasyMixIS
 
     auto = FocusedEasyMixIS(max_low_khat_share=EASY_FOCUS_SHARE)
     y, post_mean, truth = _problem(n=40)
@@ -609,7 +609,7 @@ def test_a_dominated_mixture_gets_a_focused_fit_over_the_other_rows(tmp_path):
     (``_problem``: three rows at 2.5 x) the mixture is not dominated and nothing changes."""
     from types import SimpleNamespace
 
-    from loo_adapt.estimators.focused import (
+    from loo_adapt.estimators.focused_easy import (
         DOMINATED_DRAWS,
         EASY_FOCUS_SHARE,
         FocusedEasyMixIS,
@@ -697,7 +697,7 @@ def test_easy_row_focus_caps_its_tree_depth_and_the_other_focus_does_not(tmp_pat
     """The easy-row focused fit is asked for the posterior's tree depth (its fastest chain's
     median); the focus on the rows above the bar, and a posterior without sampler columns,
     ask for none."""
-    from loo_adapt.estimators.focused import FocusedEasyMixIS
+    from loo_adapt.estimators.focused_easy import FocusedEasyMixIS
 
     y, post_mean, truth = _problem(n=40)
     rng = np.random.default_rng(4)
@@ -738,7 +738,7 @@ def test_easy_row_focus_draws_within_one_posterior_fit_of_leapfrog_steps(tmp_pat
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from loo_adapt.estimators.focused import (
+    from loo_adapt.estimators.focused_easy import (
         EASY_FOCUS_BUDGET,
         EASY_FOCUS_MIN_DRAWS,
         FocusedEasyMixIS,

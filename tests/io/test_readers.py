@@ -93,7 +93,7 @@ def test_sample_csv_matches_pandas(model):
     assert draws.log_lik().shape == (4, 250, 54)
     # the run settings that say what the fit cost: the easy-row focus's budget, the chains'
     # mean leapfrog steps over the 250 kept draws times their 1000 + 250 iterations
-    from loo_adapt.estimators.focused import posterior_leapfrog
+    from loo_adapt.estimators.focused_easy import posterior_leapfrog
 
     assert (draws.config["num_warmup"], draws.config["thin"]) == ("1000", "1")
     per_chain = [df["n_leapfrog__"].mean() for df in frames]
