@@ -38,8 +38,11 @@ TARGET_LINE = ("if (mixis == 1) { if (mixis_n_rows == 0) "
                "target += log_sum_exp(-log_lik_local); "
                "else target += log_sum_exp(-log_lik_local[mixis_rows]); } "
                "else if (mixis == 2) target += -sum(log_lik_local[mixis_rows]);")
-#: what a program flagged before ``mixis = 2`` existed declares (mixis 0 or 1 only)
+#: the flag of a program that can take several rows' terms out (mixis 0, 1 or 2), and the
+#: test its model block branches on for that (a program flagged before ``mixis = 2`` existed
+#: declares mixis 0 or 1 only)
 _FLAG_TERMS = re.compile(r"\bint\s*<\s*lower\s*=\s*0\s*,\s*upper\s*=\s*2\s*>\s*mixis\s*;")
+_FOLD_BRANCH = re.compile(r"\bmixis\s*==\s*2\b")
 _RESERVED = ("mixis", "mixis_n_rows", "mixis_rows")
 # what a log density is computed with: density functions, or log-scale closed forms
 _DENSITY = re.compile(r"\b(?:\w+_(?:lpmf|lpdf|lupmf|lupdf|lcdf|lccdf)|log\w*|lgamma|lbeta|"
@@ -467,9 +470,10 @@ def declares_fold_terms(code: str) -> bool:
     """Can the program take several observations' terms out of its target at once?
 
     True when it declares ``int<lower=0, upper=2> mixis;`` with ``mixis_n_rows`` and
-    ``mixis_rows`` (`add_mixis_flag` writes them, with ``target += -sum(log_lik_local[
-    mixis_rows])`` under ``mixis == 2``); a program flagged by hand with ``upper=1`` takes
-    out one row at a time (``mixis = 1`` over one row), not a fold.
+    ``mixis_rows`` and branches on ``mixis == 2`` (`add_mixis_flag` writes them, with
+    ``target += -sum(log_lik_local[mixis_rows])`` under ``mixis == 2``); a program flagged
+    by hand with ``upper=1``, or without that branch, takes out one row at a time
+    (``mixis = 1`` over one row), not a fold.
 
     Examples
     --------
@@ -478,4 +482,4 @@ def declares_fold_terms(code: str) -> bool:
     False
     """
     masked = _src.mask(code)
-    return declares_mixis_rows(code) and _FLAG_TERMS.search(masked) is not None
+    return all(p.search(masked) is not None for p in (_ROWS_DECL, _FLAG_TERMS, _FOLD_BRANCH))

@@ -266,6 +266,12 @@ def test_kfold_refuses_a_fold_where_the_flag_takes_out_one_row(tmp_path):
     assert prog.declares_mixis and prog.leaves_out_by_term()
     with pytest.raises(ValueError, match="one row at a time.*upper=2"):
         loo_adapt.kfold(prog, K=5, n_jobs=1, progress=False)
+    # a flag that admits mixis = 2 without a model block that branches on it would refit
+    # each fold on the full posterior: refused the same way
+    path.write_text(FLAGGED_BY_HAND.replace("upper=1> mixis;", "upper=2> mixis;"))
+    prog = StanProgram(path, _data(), backend="stanli")
+    with pytest.raises(ValueError, match="one row at a time.*mixis == 2"):
+        loo_adapt.kfold(prog, K=5, n_jobs=1, progress=False)
 
 
 def test_other_names_and_an_array_log_lik_take_the_same_path(tmp_path):
