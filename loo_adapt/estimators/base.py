@@ -648,6 +648,35 @@ def _warn_disagreeing(rows, rhat, var_name, reliable) -> None:
         UserWarning, stacklevel=4)
 
 
+def divergent_note(draws) -> str:
+    """"" or the note that the posterior fit (MCMC draws carrying Stan's ``divergent__``)
+    has divergent transitions: Stan's own warning that the draws may miss part of the
+    posterior, which every estimate resting on them inherits.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> d = SimpleNamespace(method="mcmc", sample_stats={"divergent__": np.eye(2, 4)})
+    >>> divergent_note(d)[:56]
+    'the posterior fit has 2 divergent transitions in 8 draws'
+    """
+    if draws is None or str(getattr(draws, "method", "")) != "mcmc":
+        return ""
+    div = (getattr(draws, "sample_stats", None) or {}).get("divergent__")
+    if div is None:
+        return ""
+    div = np.asarray(div, dtype=float)
+    k = int(np.sum(div > 0))
+    if k == 0:
+        return ""
+    return (f"the posterior fit has {k} divergent transition{'s' if k > 1 else ''} in "
+            f"{div.size} draws (Stan's warning: its draws may miss part of the posterior); "
+            "the estimates resting on them (rows verified by PSIS k-hat, adapted or pooled "
+            "rows, the mixture fit started from them) inherit what they miss, which no "
+            "check on those draws can see: refit with a higher adapt_delta or a "
+            "reparameterised program")
+
+
 def run_stages(ctx: Context, result, stages) -> Any:
     """Fold the stages over ``result``: each estimator sees the rows its stage asks for, and
     `PointwiseLoo.merge` writes what the stage accepts.  Each stage's history entry records
@@ -655,7 +684,8 @@ def run_stages(ctx: Context, result, stages) -> Any:
 
     Rows whose posterior chains disagree (`Context.chains_disagree`) start unreliable, and
     after the fold only a verification independent of those draws (a refit, MixIS on its
-    own mixture draws) leaves them reliable; one warning names them."""
+    own mixture draws) leaves them reliable; one warning names them.  A posterior fit with
+    divergent transitions gets a warning and a note (`divergent_note`)."""
     import time
 
     flagged = ctx.chains_disagree
@@ -677,4 +707,11 @@ def run_stages(ctx: Context, result, stages) -> Any:
     if flagged is not None and flagged[0].size:
         result = _mark_disagreeing(result, *flagged)
         _warn_disagreeing(flagged[0], flagged[1], ctx.var_name, result.reliable)
+    note = divergent_note(getattr(ctx, "draws", None))
+    if note:
+        import dataclasses
+        import warnings
+
+        warnings.warn(note, UserWarning, stacklevel=3)
+        result = dataclasses.replace(result, notes=list(result.notes) + [note])
     return result

@@ -142,3 +142,28 @@ def test_mixis_alone_verifies_rows_whose_posterior_chains_disagree():
     assert (pw.verified_by == "mixis_mcse").all()
     z = (pw.elpd_i - truth) / pw.mcse_elpd_i
     assert np.sqrt(np.mean(z**2)) < 2.0
+
+
+def test_divergent_transitions_in_the_posterior_fit_are_warned_and_noted():
+    """Stan's divergent transitions (``divergent__``) in the fit loo() is given: one warning
+    with their count and a note in the result; the estimates are PSIS's as without them
+    (arviz's loo of the same log-likelihood), and a fit without divergences says nothing."""
+    ll = healthy(seed=3)
+    div = np.zeros((4, 500))
+    div[1, [10, 20, 30]] = 1
+    div[3, 7] = 1
+    draws = read_dict({"log_lik": ll}, "mcmc", sample_stats={"divergent__": div})
+    with pytest.warns(UserWarning, match=r"4 divergent transitions in 2000 draws") as caught:
+        res = loo_adapt.loo(draws)
+    assert sum("divergent transition" in str(w.message) for w in caught) == 1
+    assert any("4 divergent transitions" in n for n in res.loo_adapt.notes)
+    assert "4 divergent transitions" in str(res.summary())
+    idata = az.from_dict(posterior={"mu": np.zeros((4, 500))}, log_likelihood={"log_lik": ll})
+    want = az.loo(idata, pointwise=True)
+    np.testing.assert_allclose(res.loo_adapt.elpd_i, want.loo_i.values, rtol=0, atol=1e-3)
+
+    quiet = read_dict({"log_lik": ll}, "mcmc", sample_stats={"divergent__": np.zeros((4, 500))})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res0 = loo_adapt.loo(quiet)
+    assert not any("divergent" in n for n in res0.loo_adapt.notes)
