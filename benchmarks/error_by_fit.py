@@ -4,7 +4,7 @@ rows above the bar).  A shared sign within one group points at the stage that ca
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/error_by_fit.py rhs_wide
         [--truth-from rhs_wide_099] [--seeds 1 2 3] [--easy-budget 1e9] [--easy-kish 200]
-        [--rows mixture]
+        [--rows mixture] [--dump rows.npz] [--shared-offset-z inf]
 
 ``--rows G`` also prints the rows of each group whose name starts with G, by the Kish ESS
 of the fit they are held from (the PointwiseLoo diagnostic), with each group's mean z
@@ -13,6 +13,9 @@ of the fit they are held from (the PointwiseLoo diagnostic), with each group's m
 
 The runs are `benchmarks/truth.py`'s "default, with program" (cached mixture fits, refits
 checkpointed); ``--truth-from`` also scores against a remake's truth of the same data.
+``--dump PATH`` writes each seed's per-row estimates (``elpd_<seed>``, ``mcse_<seed>``,
+``group_<seed>``, and ``i``, the truth's row indices) to an ``.npz``, for scoring against
+another truth later (`benchmarks/truth_stability.py --estimates`).
 """
 
 from __future__ import annotations
@@ -51,11 +54,17 @@ def main(argv=None):
                         help="the easy-row focus's Kish ESS floor (focused_easy.EASY_FOCUS_KISH)")
     parser.add_argument("--rows", default=None,
                         help="print the rows of the groups whose name starts with this")
+    parser.add_argument("--dump", default=None, help="write the per-row estimates to this .npz")
+    parser.add_argument("--shared-offset-z", type=float, default=None,
+                        help="focused_easy.SHARED_OFFSET_Z (inf: never widen the full "
+                             "mixture's kept rows)")
     args = parser.parse_args(argv)
     if args.easy_budget is not None:
         focused_easy.EASY_FOCUS_BUDGET = args.easy_budget
     if args.easy_kish is not None:
         focused_easy.EASY_FOCUS_KISH = args.easy_kish
+    if args.shared_offset_z is not None:
+        focused_easy.SHARED_OFFSET_Z = args.shared_offset_z
     bench = load_benchmark(args.benchmark)
     truth = np.asarray(bench.truth)
     idx = truth[:, 0].astype(int)
@@ -63,12 +72,15 @@ def main(argv=None):
     if args.truth_from:
         alt_full = np.asarray(truth_run._other_truth(args.benchmark, args.truth_from, truth))
         alt = alt_full[:, 1]
+    dump = {"i": idx}
     for seed in args.seeds:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res, _ = truth_run._with_program(bench, seed, mixture_fit(bench, seed), 5)
         err = res.elpd_i[idx] - truth[:, 1]
         groups = np.array([_group(res.row_draws[i], res.method[i]) for i in idx])
+        dump.update({f"elpd_{seed}": res.elpd_i[idx], f"mcse_{seed}": res.mcse_elpd_i[idx],
+                     f"group_{seed}": groups})
         parts = []
         for g in sorted(set(groups)):
             k = groups == g
@@ -86,6 +98,8 @@ def main(argv=None):
               + "; ".join(parts), flush=True)
         if args.rows:
             _print_rows(res, idx, res.elpd_i[idx] - scored[:, 1], scored, groups, args.rows)
+    if args.dump:
+        np.savez(args.dump, **dump)
     print("(MC: the group's pointwise MCSEs and truth MC errors in quadrature, which leaves out "
           "the correlation of rows that share a fit"
           + ("" if alt is None else f"; the second figure: against the truth of "

@@ -217,12 +217,18 @@ def _full_mixture(result):
     stage used: a row held from mixture draws, pooled or not, whose estimate no focused fit
     gave last), None where no row is.  A focused fit's rows also hold mixture draws, of a
     fit over some rows' components only: ``result.history`` (`PointwiseLoo.history`) tells
-    them apart; a result without one is taken as the MixIS stage's alone."""
-    last = {}
+    them apart; a result without one is taken as the MixIS stage's alone.  A stage that
+    wrote a row back unchanged (the easy-row focus widening the sum of the rows the full
+    mixture keeps, `loo_adapt.estimators.focused_easy`) did not re-estimate it."""
+    last, value = {}, {}
     for h in getattr(result, "history", None) or ():
         accepted = np.asarray(h.get("accepted", []), dtype=bool)
-        for i in np.asarray(h.get("rows", []), dtype=np.int64)[accepted]:
-            last[int(i)] = str(h.get("estimator", ""))
+        rows = np.asarray(h.get("rows", []), dtype=np.int64)
+        elpd = np.asarray(h.get("elpd_i", np.full(rows.size, np.nan)), dtype=float)
+        for i, e in zip(rows[accepted], elpd[accepted]):
+            if value.get(int(i)) != e:  # NaN never equals: a NaN estimate counts as new
+                last[int(i)] = str(h.get("estimator", ""))
+                value[int(i)] = e
     return next((r.draws for i, r in enumerate(getattr(result, "row_draws", None) or ())
                  if r is not None and r.source in ("mixture", "pooled")
                  and r.draws is not None
