@@ -320,11 +320,15 @@ class FocusedEasyMixIS(FocusedMixIS):
         kept = np.asarray(block_rows)[keep]
         if kept.size == 0:
             return None
+        verified = int(np.count_nonzero(np.asarray(result.reliable, dtype=bool)[kept]))
+        later = kept.size - verified
         note = (f"The focused fit over the {int(ok.sum())} easy rows moved their full-mixture "
                 f"estimates by {-d:+.3g} a row on average (z {-z:+.1f}): the full mixture's "
-                f"chains shared a miss, which the {kept.size} rows still held from it carry "
-                f"together: the MCSE of their sum (and of the total) is widened by "
-                f"{abs(d):.3g} a row, {abs(d) * kept.size:.3g} in all")
+                f"chains shared a miss, which the {verified} verified rows still held from "
+                f"it carry together" + (f" (and those of the {later} others that no later "
+                                        "fit re-estimates)" if later else "")
+                + f": the MCSE of their sum, and of the total, is widened by {abs(d):.3g} a "
+                f"row ({abs(d) * verified:.3g} over the {verified})")
         return Estimate.of_result(
             "mixis", result, kept, notes=(note,),
             sum_mcse=((np.arange(kept.size), _WithSharedOffset(_Restricted(sums, keep),
