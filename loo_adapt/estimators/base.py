@@ -660,17 +660,15 @@ def divergent_note(draws) -> str:
     >>> divergent_note(d)[:56]
     'the posterior fit has 2 divergent transitions in 8 draws'
     """
+    from loo_adapt.estimators.mixture_checks import divergent_count
+
     if draws is None or str(getattr(draws, "method", "")) != "mcmc":
         return ""
-    div = (getattr(draws, "sample_stats", None) or {}).get("divergent__")
-    if div is None:
-        return ""
-    div = np.asarray(div, dtype=float)
-    k = int(np.sum(div > 0))
+    k, n = divergent_count(draws)
     if k == 0:
         return ""
     return (f"the posterior fit has {k} divergent transition{'s' if k > 1 else ''} in "
-            f"{div.size} draws (Stan's warning: its draws may miss part of the posterior); "
+            f"{n} draws (Stan's warning: its draws may miss part of the posterior); "
             "the estimates resting on them (rows verified by PSIS k-hat, adapted or pooled "
             "rows, the mixture fit started from them) inherit what they miss, which no "
             "check on those draws can see: refit with a higher adapt_delta or a "
