@@ -24,11 +24,9 @@ import argparse
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
-from scipy.special import logsumexp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -36,28 +34,15 @@ sys.path.insert(0, str(HERE / "truth"))
 
 import make_truth  # noqa: E402
 
-from loo_adapt.stan.refit import heldout_elpd  # noqa: E402
-
-STRICT_SEED_STEP = 5000  # the stricter refit of fold i uses seed SEED_BASE + i + 5000
+#: the stricter refit of fold i is `make_truth.run_fold`'s attempt 5: seed SEED_BASE + i + 5000
+STRICT_ATTEMPT = 5
 
 
 def strict_fold(name: str, i: int, adapt_delta: float, warmup: int) -> dict:
-    make_truth._one_core()
-    bench = make_truth.BENCHMARKS[name]
-    program = bench.stan_program()
-    seed = make_truth.SEED_BASE + i + STRICT_SEED_STEP
-    t0 = time.perf_counter()
-    fit = program.refit_without(i, seed=seed, chains=bench.chains, draws=bench.draws,
-                                warmup=warmup, adapt_delta=adapt_delta)
-    ll = program.heldout_log_lik(fit, i).reshape(fit.shape)
-    elpd, mcse, ess = heldout_elpd(ll)
-    stats = fit.sample_stats or {}
-    divergent = int(np.sum(stats["divergent__"])) if "divergent__" in stats else -1
-    chain_elpd = logsumexp(ll, axis=1) - math.log(ll.shape[1])
-    return {"i": i, "seed": seed, "elpd_loo": elpd, "mc_se": mcse, "ess": ess,
-            "chain_se": float(np.std(chain_elpd, ddof=1) / math.sqrt(len(chain_elpd))),
-            "divergent": divergent, "seconds": time.perf_counter() - t0,
-            "adapt_delta": adapt_delta, "warmup": warmup}
+    """`make_truth.run_fold`'s record of fold ``i`` refitted at ``adapt_delta`` after
+    ``warmup`` warm-up iterations (a seed of its own), with those two settings."""
+    rec = make_truth.run_fold(name, i, STRICT_ATTEMPT, adapt_delta=adapt_delta, warmup=warmup)
+    return {**rec, "adapt_delta": adapt_delta, "warmup": warmup}
 
 
 def main(argv=None):

@@ -262,16 +262,20 @@ def _one_core():
     os.cpu_count = lambda: 1
 
 
-def run_fold(name: str, i: int, attempt: int = 0) -> dict:
+def run_fold(name: str, i: int, attempt: int = 0, *, adapt_delta: float | None = None,
+             warmup: int | None = None) -> dict:
     """Refit benchmark ``name`` without observation ``i``; the checkpoint record of the fold.
-    ``attempt`` k > 0 redoes the fold with seed ``SEED_BASE + i + 1000 k``."""
+    ``attempt`` k > 0 redoes the fold with seed ``SEED_BASE + i + 1000 k``; ``adapt_delta``
+    and ``warmup`` override the benchmark's (`benchmarks/truth_stability.py`'s stricter
+    remakes)."""
     _one_core()
     bench = BENCHMARKS[name]
     program = bench.stan_program()
     seed = SEED_BASE + i + REDO_SEED_STEP * attempt
     t0 = time.perf_counter()
     fit = program.refit_without(i, seed=seed, chains=bench.chains, draws=bench.draws,
-                                warmup=bench.warmup)
+                                warmup=bench.warmup if warmup is None else warmup,
+                                adapt_delta=adapt_delta)
     ll = program.heldout_log_lik(fit, i).reshape(fit.shape)  # (chains, draws)
     seconds = time.perf_counter() - t0
     elpd, mcse, ess = heldout_elpd(ll)
