@@ -98,7 +98,8 @@ def test_fit_then_evaluate_round_trip(tmp_path, capsys):
                "--chains", "2", "--draws", "100", "--warmup", "100", "--seed", "7",
                "--backend", "stanli", "--mixis", "--out", str(out)])
     assert rc == 0
-    assert "loo-adapt evaluate" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "loo-adapt evaluate" in printed
     data = json.loads((out / "data.json").read_text())
     Xs = (X[:, :3] - X[:, :3].mean(0)) / X[:, :3].std(0, ddof=1)
     np.testing.assert_allclose(data["X"], Xs, rtol=0, atol=1e-12)
@@ -106,6 +107,9 @@ def test_fit_then_evaluate_round_trip(tmp_path, capsys):
     draws = loo_adapt.read_csv(sorted(out.glob("logistic_normal_*.csv")))
     assert draws.method == "mcmc" and draws.shape == (2, 100)
     assert draws["beta"].shape == (2, 100, 3) and draws.log_lik().shape == (2, 100, 54)
+    # the divergent transitions it reports are those its CSV files record
+    div = int(np.count_nonzero(np.asarray(draws.sample_stats["divergent__"]) > 0))
+    assert f"; {div} divergent transitions." in printed
     # the same seed through the library gives the same draws, bit for bit after the CSV
     direct = stan.fit("logistic_normal", data, backend="stanli", chains=2, draws=100,
                       warmup=100, seed=7)

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from loo_adapt.estimators.mixture_checks import divergent_count
 from loo_adapt.io.csv import write_stan_csv  # the Stan CSV writer
 from loo_adapt.models import registry as _registry
 
@@ -91,7 +92,7 @@ def cmd_fit(args) -> int:
     finally:
         stages.close()
     seconds = time.perf_counter() - t0
-    div = int(np.sum(draws.sample_stats.get("divergent__", 0)))
+    div = divergent_count(draws)[0]
     _say(args, f"Fitted {name} with {backend}: {args.chains} chains x {args.draws} draws "
                f"({args.warmup} warm-up) in {seconds:.1f} s; {div} divergent transitions.")
     _say(args, f"Wrote {out / 'data.json'} and {len(files)} draw files "
@@ -160,7 +161,7 @@ def cmd_demo(args) -> int:
         stages.next()
     finally:
         stages.close()
-    div = int(np.sum(draws.sample_stats.get("divergent__", 0)))
+    div = divergent_count(draws)[0]
     total = time.perf_counter() - t_start
     extra = (f"\nTimes: posterior fit {t_fit:.1f} s ({div} divergent transitions), mixture "
              f"fit {t_mix:.1f} s, LOO {t_loo:.1f} s; total {total:.1f} s.")
