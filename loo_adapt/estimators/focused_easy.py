@@ -9,8 +9,13 @@ more draws), held to about one posterior fit of leapfrog steps; where one row's
 leave-one-out posterior holds the full mixture (`dominated`) it focuses on every other row.
 
 Its rows were estimated by the full mixture too, from independent draws: where the two
-disagree on them as a whole (`shared_offset`), the full mixture's chains missed something
-they share, and the rows it keeps carry that miss as a shared error (`widen_kept_rows`).
+disagree on them as a whole (`shared_offset`), the full mixture's estimates of the rows it
+verified lean together, and the rows it keeps carry that lean as a shared error
+(`widen_kept_rows`).  The lean is selection: the full mixture sorts the rows by its own
+draws, and a row whose draws missed its leave-one-out tail errs optimistic and looks
+verified, one whose draws caught it errs pessimistic and lands above the MCSE bar
+(`benchmarks/selection_split.py`: scored by independent chains of the same fit, the rows
+so sorted do not lean).
 """
 
 from __future__ import annotations
@@ -288,8 +293,10 @@ class FocusedEasyMixIS(FocusedMixIS):
         draws.  Where the two disagree over the rows both verified (at least
         `SHARED_OFFSET_MIN_ROWS`; the z of their summed difference beyond
         `SHARED_OFFSET_Z`), the full mixture's estimates of those rows sat off by ``d`` a
-        row on average (`shared_offset`), something every chain of that fit shared and no
-        MCSE from its draws could see.  The rows still held from that fit (method "mixis";
+        row on average (`shared_offset`): the lean of rows sorted by the draws that
+        estimate them (a row whose draws missed its leave-one-out tail looks verified and
+        errs optimistic; `benchmarks/results/selection_split.txt`), which no MCSE from
+        those draws can see.  The rows still held from that fit (method "mixis";
         pooled rows lean on PSIS too and are left as they are) keep their estimates and
         pointwise MCSEs, and ``|d|`` a row, of the same sign on every row, is added in
         quadrature to the MCSE of their sum (so to the total's).  Their pointwise MCSEs
@@ -323,10 +330,11 @@ class FocusedEasyMixIS(FocusedMixIS):
         verified = int(np.count_nonzero(np.asarray(result.reliable, dtype=bool)[kept]))
         later = kept.size - verified
         note = (f"The focused fit over the {int(ok.sum())} easy rows moved their full-mixture "
-                f"estimates by {-d:+.3g} a row on average (z {-z:+.1f}): the full mixture's "
-                f"chains shared a miss, which the {verified} verified rows still held from "
-                f"it carry together" + (f" (and those of the {later} others that no later "
-                                        "fit re-estimates)" if later else "")
+                f"estimates by {-d:+.3g} a row on average (z {-z:+.1f}): the rows the full "
+                f"mixture verified lean together (it sorted them by its own draws), and the "
+                f"{verified} verified rows still held from it carry that lean"
+                + (f" (and those of the {later} others that no later fit re-estimates)"
+                   if later else "")
                 + f": the MCSE of their sum, and of the total, is widened by {abs(d):.3g} a "
                 f"row ({abs(d) * verified:.3g} over the {verified})")
         return Estimate.of_result(

@@ -909,7 +909,7 @@ def test_rows_the_full_mixture_keeps_carry_the_miss_the_easy_focus_shows(tmp_pat
         for col in ("elpd_i", "mcse_elpd_i", "reliable", "verified_by"):
             np.testing.assert_array_equal(getattr(merged, col)[kept], getattr(first, col)[kept])
         assert merged.mcse_total > first.mcse_total
-        assert any("shared a miss" in n for n in merged.notes)
+        assert any("lean together" in n for n in merged.notes)
     rms_old = float(np.sqrt(np.mean(np.square(z_old))))
     rms_new = float(np.sqrt(np.mean(np.square(z_new))))
     assert rms_old > 2.0, z_old
@@ -922,5 +922,5 @@ def test_rows_the_full_mixture_keeps_carry_the_miss_the_easy_focus_shows(tmp_pat
             y, _chains(y, post_mean, truth, np.arange(y.size), rng), SIG)}, method="mcmc")
         first, merged, kept, est = _full_then_easy(y, post_mean, truth, posterior, full,
                                                    tmp_path, seed=600 + rep)
-        widened.append(any("shared a miss" in n for n in merged.notes))
+        widened.append(any("lean together" in n for n in merged.notes))
     assert sum(widened) <= 2, widened
