@@ -47,6 +47,26 @@ def halves(err, mcse, truth_mc):
                   int(np.sum(z[k] > 2)), int(np.sum(z[k] < -2))) for k in (low, high))
 
 
+def across_seeds(name, dump, seeds, t, tmc, small=0.02) -> str:
+    """The rows with an MCSE of at most ``small`` in every seed (independent fits of the
+    same rows): their errors' correlation between seeds, their between-seed sd against their
+    MCSEs, and their mean error, which a skew of each fit's own would leave near zero and a
+    bias every fit shares would not."""
+    err = np.array([dump[f"elpd_{s}"] - t for s in seeds])
+    mcse = np.array([dump[f"mcse_{s}"] for s in seeds])
+    k = np.all(np.isfinite(err), axis=0) & (np.nanmax(mcse, axis=0) <= small)
+    if k.sum() < 3:
+        return f"{name}: fewer than 3 rows at MCSE <= {small} in every seed"
+    e = err[:, k]
+    corr = [np.corrcoef(e[a], e[b])[0, 1] for a in range(len(seeds))
+            for b in range(a + 1, len(seeds))]
+    return (f"{name}: {int(k.sum())} rows at MCSE <= {small} in every seed: error "
+            f"correlation between seeds {min(corr):+.2f} to {max(corr):+.2f}; median "
+            f"between-seed sd {np.median(e.std(axis=0, ddof=1)):.4f} against median MCSE "
+            f"{np.median(mcse[:, k]):.4f} (truth MC {np.median(tmc[k]):.4f}); mean error "
+            f"{e.mean():+.4f} a row")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("benchmarks", nargs="+")
@@ -58,6 +78,8 @@ def main(argv=None):
         t, tmc = truth[:, 1], truth[:, 2]
         dump = np.load(HERE / "cache" / f"{name}-default-rows.npz", allow_pickle=True)
         seeds = sorted(int(k.split("_")[1]) for k in dump.files if k.startswith("elpd_"))
+        if len(seeds) > 1:
+            print(across_seeds(name, dump, seeds, t, tmc))
         for seed in seeds:
             e, m, g = dump[f"elpd_{seed}"], dump[f"mcse_{seed}"], dump[f"group_{seed}"]
             z_all = (e - t) / np.hypot(m, tmc)
