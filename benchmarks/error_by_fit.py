@@ -29,17 +29,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import truth as truth_run  # noqa: E402
-from truth_suite import calibration_z, focused_rows, load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import calibration_z, fit_group, load_benchmark, mixture_fit  # noqa: E402
 
 from loo_adapt.estimators import focused_easy  # noqa: E402
-
-
-def _group(rec, method) -> str:
-    """The fit a row's estimate comes from: "focus k" (a focused fit over k rows), else the
-    record's source ("mixture": the full mixture fit), with the row's method."""
-    k = focused_rows(getattr(rec, "draws", None))
-    what = f"focus {k}" if k is not None else (rec.source if rec is not None else "none")
-    return f"{what} ({method})"
 
 
 def main(argv=None):
@@ -78,7 +70,7 @@ def main(argv=None):
             warnings.simplefilter("ignore")
             res, _ = truth_run._with_program(bench, seed, mixture_fit(bench, seed), 5)
         err = res.elpd_i[idx] - truth[:, 1]
-        groups = np.array([_group(res.row_draws[i], res.method[i]) for i in idx])
+        groups = np.array([fit_group(res.row_draws[i], res.method[i]) for i in idx])
         dump.update({f"elpd_{seed}": res.elpd_i[idx], f"mcse_{seed}": res.mcse_elpd_i[idx],
                      f"group_{seed}": groups})
         parts = []

@@ -91,6 +91,14 @@ def focused_rows(draws) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def fit_group(rec, method) -> str:
+    """The fit a row's estimate comes from: "focus k" (a focused fit over k rows), else the
+    record's source ("mixture": the full mixture fit), with the row's method."""
+    k = focused_rows(getattr(rec, "draws", None))
+    what = f"focus {k}" if k is not None else (rec.source if rec is not None else "none")
+    return f"{what} ({method})"
+
+
 def calibration_z(elpd_i, mcse_i, truth_elpd, truth_mc):
     """Each row's error to the brute-force truth in units of the combined Monte Carlo error,
     ``z_i = (elpd_i - truth_i) / sqrt(mcse_i^2 + truth_mc_i^2)`` (near 1 in rms where the

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import calibration_z, focused_rows, suite_module, total_mc  # noqa: E402
+from truth_suite import calibration_z, fit_group, focused_rows, suite_module, total_mc  # noqa: E402
 
 import loo_adapt  # noqa: E402
 from loo_adapt.estimators import focused, focused_easy  # noqa: E402
@@ -156,6 +156,11 @@ def _run(name, seed, program, fit, t_fit, truth, idx, budget, say_budget, worst,
           f"{np.sqrt(np.mean(z[ver] ** 2)):.2f}, mean z {z[ver].mean():+.2f}", flush=True)
     print("    NUTS per chain, mean tree depth / leapfrog steps per draw: "
           + "; ".join(_nuts(fit, r)), flush=True)
+    groups = np.array([fit_group(r.row_draws[i] if r.row_draws is not None else None,
+                                 r.method[i]) for i in idx])
+    print("    summed error by the fit each row is held from: " + "; ".join(
+        f"{g} {int(np.sum(groups == g))} rows {err[groups == g].sum():+.2f}"
+        for g in sorted(set(groups))), flush=True)
     order = np.argsort(err)
     for j in [*order[:worst], *order[len(order) - worst:]] if worst else ():
         i = idx[j]
