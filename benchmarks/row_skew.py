@@ -33,14 +33,14 @@ from scipy import stats
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from truth_suite import load_benchmark  # noqa: E402
+from truth_suite import calibration_z, load_benchmark  # noqa: E402
 
 
 def halves(err, mcse, truth_mc):
     """(small-MCSE half, large-MCSE half) of a group, each as (rows, summed error, mean z,
     rows with z > 2, rows with z < -2), split at the median MCSE; z against the MCSE and the
     truth's MC error in quadrature."""
-    z = err / np.hypot(mcse, truth_mc)
+    z = calibration_z(err, mcse, 0.0, truth_mc)
     order = np.argsort(mcse, kind="stable")
     low, high = order[: order.size // 2], order[order.size // 2:]
     return tuple((k.size, float(np.sum(err[k])), float(np.mean(z[k])) if k.size else np.nan,
@@ -82,7 +82,7 @@ def main(argv=None):
             print(across_seeds(name, dump, seeds, t, tmc))
         for seed in seeds:
             e, m, g = dump[f"elpd_{seed}"], dump[f"mcse_{seed}"], dump[f"group_{seed}"]
-            z_all = (e - t) / np.hypot(m, tmc)
+            z_all = calibration_z(e, m, t, tmc)
             far = (np.abs(z_all) > 3) & (np.abs(e - t) > 0.1)
             far_up, far_down = int(np.sum(far & (z_all > 0))), int(np.sum(far & (z_all < 0)))
             tot["far"] += (far_up, far_down)

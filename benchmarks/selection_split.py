@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from truth_suite import load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import load_benchmark, mixis_alone, mixture_fit  # noqa: E402
 
-import loo_adapt  # noqa: E402
 from loo_adapt.estimators.focused_easy import EASY_FOCUS_KISH  # noqa: E402
 from loo_adapt.io.arrays import read_dict  # noqa: E402
 
@@ -46,11 +44,7 @@ GROUPS = ("hard", "kept", "easy")
 def half_mixis(draws, log_lik, chains, idx):
     """MixIS of the posterior ``draws`` with the mixture draws of ``chains`` only: (elpd,
     MCSE, Kish ESS) at the truth's rows ``idx``."""
-    mix = read_dict({"log_lik": log_lik[chains]}, method="mcmc")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r = loo_adapt.loo(draws, estimator="mixis", mixis_draws=mix, mixis_pool_khat=None,
-                          progress=False).loo_adapt
+    r = mixis_alone(draws, read_dict({"log_lik": log_lik[chains]}, method="mcmc"))
     return r.elpd_i[idx], r.mcse_elpd_i[idx], r.diagnostic[idx]
 
 

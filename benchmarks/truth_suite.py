@@ -99,6 +99,19 @@ def fit_group(rec, method) -> str:
     return f"{what} ({method})"
 
 
+def mixis_alone(draws, mixture):
+    """`loo_adapt.loo`'s `PointwiseLoo` of MixIS alone on every row (no pooling with PSIS)
+    from the posterior ``draws`` and a mixture fit's draws, its warnings silenced."""
+    import warnings
+
+    import loo_adapt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return loo_adapt.loo(draws, estimator="mixis", mixis_draws=mixture,
+                             mixis_pool_khat=None, progress=False).loo_adapt
+
+
 def calibration_z(elpd_i, mcse_i, truth_elpd, truth_mc):
     """Each row's error to the brute-force truth in units of the combined Monte Carlo error,
     ``z_i = (elpd_i - truth_i) / sqrt(mcse_i^2 + truth_mc_i^2)`` (near 1 in rms where the
