@@ -286,8 +286,8 @@ class FocusedEasyMixIS(FocusedMixIS):
         return Estimate.concat(self.name, [est, kept])
 
     def widen_kept_rows(self, ctx, est):
-        """The rows the full mixture keeps, their sum's MCSE widened by the error its chains
-        share, or None where the focus does not show one.
+        """The rows the full mixture keeps, their sum's MCSE widened by the lean they share,
+        or None where the focus does not show one.
 
         The focus re-estimated rows the full mixture had estimated too, from independent
         draws.  Where the two disagree over the rows both verified (at least
