@@ -10,6 +10,9 @@ Per benchmark and window length it prints
 * ``rms z`` / ``mean z``: `truth_suite.calibration_z` of the delta-method MCSE
   (``mcse="delta"``) over windows and rows (what `truth.py` reads from one run), and
   ``skew`` the rms z of the default, skew-widened MCSE (`loo_adapt.core.skew`);
+* ``total error``: the windows' mean summed error over the rows, with its standard error
+  (against the long fit's: a part that falls with the window is the estimator's
+  small-sample bias, a part that does not is the sampler's or the truth's);
 * ``sd / MCSE``: median over rows of the windows' spread of the estimate over the rms of
   their stated MCSEs (1: the MCSE is right in mean square);
 * ``bias / MCSE``: mean over rows of the windows' mean error over that rms MCSE, with its
@@ -66,7 +69,9 @@ def replicate_stats(log_lik, truth, window: int, floors=()) -> dict:
     varied = (np.std(err, axis=0) > 0) & (np.std(se, axis=0) > 0)
     corr = [np.corrcoef(err[:, i], se[:, i])[0, 1] for i in np.flatnonzero(varied)]
     return {
-        "windows": n_win, "rms_z": float(np.sqrt(np.mean(z**2))), "mean_z": float(z.mean()),
+        "windows": n_win, "total": float(err.sum(axis=1).mean()),
+        "total_se": float(err.sum(axis=1).std(ddof=1) / np.sqrt(n_win)),
+        "rms_z": float(np.sqrt(np.mean(z**2))), "mean_z": float(z.mean()),
         "rms_z_skew": float(np.sqrt(np.mean(
             calibration_z(est, se_skew, truth[:, 1], truth[:, 2]) ** 2))),
         "sd_over_mcse": float(np.median(est.std(axis=0, ddof=1) / rms_se)),
@@ -101,7 +106,8 @@ def main(argv=None):
         for window in args.window:
             s = replicate_stats(ll, t, window, args.floors)
             floors = "".join(f", floor {f:g}: {v:.2f}" for f, v in s["floors"].items())
-            print(f"   {s['windows']:3d} windows of {mix.n_chains} x {window}: rms z "
+            print(f"   {s['windows']:3d} windows of {mix.n_chains} x {window}: total error "
+                  f"{s['total']:+.3f} (se {s['total_se']:.3f}), rms z "
                   f"{s['rms_z']:.2f} (skew {s['rms_z_skew']:.2f}), mean z "
                   f"{s['mean_z']:+.2f}, sd / MCSE "
                   f"{s['sd_over_mcse']:.2f}, bias / MCSE {s['bias_over_mcse']:+.3f} "
