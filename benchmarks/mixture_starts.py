@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import load_benchmark, mixture_fit  # noqa: E402
+from truth_suite import mixture_fit, with_full_truth  # noqa: E402
 
 import loo_adapt.stan.mixture_fit as mf  # noqa: E402
 from loo_adapt.core.lse import logsumexp  # noqa: E402
@@ -72,10 +72,7 @@ def main(argv=None):
     ap.add_argument("--full", action="store_true", help="the full mixture, every row")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
-    bench = load_benchmark(args.benchmark)
-    t = np.asarray(bench.truth)
-    if not np.array_equal(t[:, 0], np.arange(t.shape[0])):
-        raise SystemExit(f"{args.benchmark}: the truth does not cover every row")
+    bench, t = with_full_truth(args.benchmark)
     if args.full:
         rows = np.arange(t.shape[0])
         print(f"{args.benchmark}: full mixture fits, all {rows.size} rows", flush=True)

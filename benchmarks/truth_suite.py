@@ -245,6 +245,16 @@ def mixture_study(doc: str, argv=None):
     return args, bench, truth
 
 
+def with_full_truth(name) -> tuple[Benchmark, np.ndarray]:
+    """A benchmark and its truth array, for a script that indexes the truth by row: exits
+    with a message where the truth does not cover every row in order."""
+    bench = load_benchmark(name)
+    t = np.asarray(bench.truth)
+    if not np.array_equal(t[:, 0], np.arange(t.shape[0])):
+        raise SystemExit(f"{name}: the truth does not cover every row")
+    return bench, t
+
+
 def load_benchmark(name, partial: bool = False) -> Benchmark:
     """One benchmark by name (a fixture model or a suite benchmark).  ``partial``: a suite
     benchmark whose refits are not all done gives the finished folds as its truth (column 0
