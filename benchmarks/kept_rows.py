@@ -17,9 +17,12 @@ show it.
 ``--focus-kept``: then, per seed, one fit focused on the hard and kept rows of the cached
 seed-1 full mixture together (4 x 1000), scored on each: do the kept rows lose their lean
 in a fresh focus, at what calibration, and how many rows of either miss its bar?
+``--focus-kept alone``: a fit focused on the kept rows alone.  Each focused fit's cost is
+printed as its leapfrog steps (its 100 warm-up iterations counted at its sampling rate)
+over the posterior fit's (`loo_adapt.estimators.focused_easy.posterior_leapfrog`).
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/kept_rows.py NAME
-        [--seeds 1 2 3 4 5 6 7 8] [--bootstrap B] [--focus-kept]
+        [--seeds 1 2 3 4 5 6 7 8] [--bootstrap B] [--focus-kept [alone]]
 """
 
 from __future__ import annotations
@@ -35,9 +38,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from truth_suite import calibration_z, mixture_fit, with_full_truth  # noqa: E402
 
 from loo_adapt.core.mixis import mixis_loo  # noqa: E402
-from loo_adapt.estimators.focused_easy import EASY_FOCUS_KISH  # noqa: E402
+from loo_adapt.estimators.focused_easy import (  # noqa: E402
+    EASY_FOCUS_KISH,
+    posterior_leapfrog,
+)
 
 BAR = 0.1
+MIXTURE_WARMUP = 100  # `loo_adapt.stan.mixture_fit.fit_mixture`'s warm-started default
+
+
+def mixture_steps(fit) -> float:
+    """Leapfrog steps of a warm-started mixture fit, warm-up counted at the sampling rate."""
+    leap = np.asarray(fit.sample_stats["n_leapfrog__"], dtype=float)
+    return float(np.sum(leap.mean(axis=1) * (leap.shape[1] + MIXTURE_WARMUP)))
 GROUPS = ("easy", "kept", "hard")
 
 
@@ -97,13 +110,15 @@ def full_groups(bench, t, seeds, replicates: int = 0):
         f"{g} {mean_se(v)}" for g, v in sums.items()), flush=True)
 
 
-def focus_kept(bench, t, seeds):
+def focus_kept(bench, t, seeds, alone: bool = False):
     groups = sort_rows(mixis_loo(mixture_fit(bench, 1)[0].log_lik()))
-    rows = np.flatnonzero(groups["hard"] | groups["kept"])
+    rows = np.flatnonzero(groups["kept"] | (False if alone else groups["hard"]))
     hard = groups["hard"][rows]
     print(f"{bench.name}: one fit focused on the {int(hard.sum())} hard and "
           f"{int((~hard).sum())} kept rows of the cached seed-1 full mixture", flush=True)
-    out = {g: ([], [], []) for g in ("hard", "kept")}
+    out = {g: ([], [], []) for g in (("kept",) if alone else ("hard", "kept"))}
+    unit = posterior_leapfrog(bench.draws)
+    costs = []
     for seed in seeds:
         fit = bench.program.fit_mixture(bench.draws, rows=rows, seed=200 + seed)
         est = mixis_loo(fit.log_lik()[..., rows])
@@ -111,16 +126,20 @@ def focus_kept(bench, t, seeds):
         z = calibration_z(est.elpd_i, est.mcse_elpd_i, t[rows, 1], t[rows, 2])
         miss = ~(est.mcse_elpd_i <= BAR)
         cells = []
-        for g, m in (("hard", hard), ("kept", ~hard)):
+        costs.append(mixture_steps(fit) / unit)
+        for g, m in (("hard", hard), ("kept", ~hard))[int(alone):]:
             out[g][0].append(e[m].sum())
             out[g][1].append(np.mean(z[m] ** 2))
             out[g][2].append(int(miss[m].sum()))
             cells.append(f"{g} {e[m].sum():+.2f} (rms z {np.sqrt(np.mean(z[m] ** 2)):.2f}, "
                          f"{int(miss[m].sum())} above the bar)")
-        print(f"seed {seed}: " + "; ".join(cells), flush=True)
-    print(f"{bench.name} focus on hard + kept rows, mean over {len(seeds)} seeds: " + "; ".join(
+        print(f"seed {seed}: " + "; ".join(cells) + f"; {costs[-1]:.2f} posterior fits of "
+              "leapfrog steps", flush=True)
+    what = "kept rows alone" if alone else "hard + kept rows"
+    print(f"{bench.name} focus on {what}, mean over {len(seeds)} seeds: " + "; ".join(
         f"{g} {mean_se(v[0])}, rms z {np.sqrt(np.mean(v[1])):.2f}, "
-        f"{np.mean(v[2]):.1f} above the bar" for g, v in out.items()), flush=True)
+        f"{np.mean(v[2]):.1f} above the bar" for g, v in out.items())
+        + f"; {np.median(costs):.2f} posterior fits of leapfrog steps (median)", flush=True)
 
 
 def main(argv=None):
@@ -128,13 +147,13 @@ def main(argv=None):
     ap.add_argument("benchmark")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6, 7, 8])
     ap.add_argument("--bootstrap", type=int, default=0, metavar="B")
-    ap.add_argument("--focus-kept", action="store_true")
+    ap.add_argument("--focus-kept", nargs="?", const="with-hard", choices=("with-hard", "alone"))
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     bench, t = with_full_truth(args.benchmark)
     full_groups(bench, t, args.seeds, args.bootstrap)
     if args.focus_kept:
-        focus_kept(bench, t, args.seeds[:6])
+        focus_kept(bench, t, args.seeds[:6], alone=args.focus_kept == "alone")
 
 
 if __name__ == "__main__":
