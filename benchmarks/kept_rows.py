@@ -35,15 +35,18 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import calibration_z, mixture_fit, with_full_truth  # noqa: E402
-
-from loo_adapt.core.mixis import mixis_loo  # noqa: E402
-from loo_adapt.estimators.focused_easy import (  # noqa: E402
-    EASY_FOCUS_KISH,
-    posterior_leapfrog,
+from truth_suite import (  # noqa: E402
+    MCSE_BAR,
+    calibration_z,
+    default_sort,
+    mixture_fit,
+    with_full_truth,
 )
 
-BAR = 0.1
+from loo_adapt.core.mixis import mixis_loo  # noqa: E402
+from loo_adapt.estimators.focused_easy import posterior_leapfrog  # noqa: E402
+
+GROUPS = ("easy", "kept", "hard")
 MIXTURE_WARMUP = 100  # `loo_adapt.stan.mixture_fit.fit_mixture`'s warm-started default
 
 
@@ -51,14 +54,12 @@ def mixture_steps(fit) -> float:
     """Leapfrog steps of a warm-started mixture fit, warm-up counted at the sampling rate."""
     leap = np.asarray(fit.sample_stats["n_leapfrog__"], dtype=float)
     return float(np.sum(leap.mean(axis=1) * (leap.shape[1] + MIXTURE_WARMUP)))
-GROUPS = ("easy", "kept", "hard")
 
 
 def sort_rows(est) -> dict:
-    """{group: mask} of a MixIS result by the default's rules."""
-    ok = est.mcse_elpd_i <= BAR
-    easy = ok & (est.ess > EASY_FOCUS_KISH)
-    return {"easy": easy, "kept": ok & ~easy, "hard": ~ok}
+    """{group: mask} of a MixIS result by the default's rules, easy first."""
+    groups = default_sort(est.mcse_elpd_i, est.ess)
+    return {g: groups[g] for g in GROUPS}
 
 
 def mean_se(a) -> str:
@@ -124,7 +125,7 @@ def focus_kept(bench, t, seeds, alone: bool = False):
         est = mixis_loo(fit.log_lik()[..., rows])
         e = est.elpd_i - t[rows, 1]
         z = calibration_z(est.elpd_i, est.mcse_elpd_i, t[rows, 1], t[rows, 2])
-        miss = ~(est.mcse_elpd_i <= BAR)
+        miss = ~(est.mcse_elpd_i <= MCSE_BAR)
         cells = []
         costs.append(mixture_steps(fit) / unit)
         for g, m in (("hard", hard), ("kept", ~hard))[int(alone):]:

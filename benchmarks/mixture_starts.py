@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import mixture_fit, with_full_truth  # noqa: E402
+from truth_suite import MCSE_BAR, default_sort, mixture_fit, with_full_truth  # noqa: E402
 
 import loo_adapt.stan.mixture_fit as mf  # noqa: E402
 from loo_adapt.core.lse import logsumexp  # noqa: E402
@@ -78,7 +78,7 @@ def main(argv=None):
         print(f"{args.benchmark}: full mixture fits, all {rows.size} rows", flush=True)
     else:
         full = mixis_loo(mixture_fit(bench, 1)[0].log_lik())
-        rows = np.flatnonzero(~(full.mcse_elpd_i <= 0.1))
+        rows = np.flatnonzero(default_sort(full.mcse_elpd_i, full.ess)["hard"])
         print(f"{args.benchmark}: {rows.size} rows above the bar in the cached seed-1 full "
               "mixture fit", flush=True)
     res = {}
@@ -90,7 +90,7 @@ def main(argv=None):
                                                 seed=200 + seed)
                 r = mixis_loo(fit.log_lik()[..., rows])
                 e = r.elpd_i - t[rows, 1]
-                ok = r.mcse_elpd_i <= 0.1
+                ok = r.mcse_elpd_i <= MCSE_BAR
                 res.setdefault(start, []).append((e.sum(), e[ok].sum()))
                 print(f"seed {seed} {start}: all {e.sum():+.2f} (MCSE "
                       f"{np.sqrt(np.sum(r.mcse_elpd_i ** 2)):.2f}); {int(ok.sum())} rows "

@@ -33,7 +33,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from truth_suite import load_benchmark, mixis_alone, mixture_fit  # noqa: E402
+from truth_suite import default_sort, load_benchmark, mixis_alone, mixture_fit  # noqa: E402
 
 from loo_adapt.estimators.focused_easy import EASY_FOCUS_KISH  # noqa: E402
 from loo_adapt.io.arrays import read_dict  # noqa: E402
@@ -46,13 +46,6 @@ def half_mixis(draws, log_lik, chains, idx):
     MCSE, Kish ESS) at the truth's rows ``idx``."""
     r = mixis_alone(draws, read_dict({"log_lik": log_lik[chains]}, method="mcmc"))
     return r.elpd_i[idx], r.mcse_elpd_i[idx], r.diagnostic[idx]
-
-
-def sort_rows(mcse, kish, kish_cut, bar=0.1):
-    """{group: mask} by the default's rules."""
-    hard = ~(mcse <= bar)
-    easy = ~hard & (kish > kish_cut)
-    return {"hard": hard, "kept": ~hard & ~easy, "easy": easy}
 
 
 def main(argv=None):
@@ -74,7 +67,7 @@ def main(argv=None):
             for sel, other in (("A", "B"), ("B", "A")):
                 e, m, kish = est[sel]
                 cut = EASY_FOCUS_KISH * len(parts[sel]) / ll.shape[0]
-                groups = sort_rows(m, kish, cut)
+                groups = default_sort(m, kish, cut)
                 cells = []
                 for g in GROUPS:
                     k = groups[g]

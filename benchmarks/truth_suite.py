@@ -112,6 +112,22 @@ def mixis_alone(draws, mixture):
                              mixis_pool_khat=None, progress=False).loo_adapt
 
 
+#: the MCSE bar a MixIS row must pass to be verified (``loo(..., mixis_max_mcse=0.1)``)
+MCSE_BAR = 0.1
+
+
+def default_sort(mcse, kish, kish_cut=None, bar: float = MCSE_BAR) -> dict:
+    """{group: row mask} of a full mixture's MixIS rows by the default's rules: "hard" above
+    the MCSE ``bar`` (the focused fit re-estimates them), else "easy" with a Kish ESS above
+    ``kish_cut`` (`EASY_FOCUS_KISH` when None; the easy-row focus), else "kept" (the full
+    mixture's estimates stand)."""
+    if kish_cut is None:
+        from loo_adapt.estimators.focused_easy import EASY_FOCUS_KISH as kish_cut
+    hard = ~(np.asarray(mcse) <= bar)
+    easy = ~hard & (np.asarray(kish) > kish_cut)
+    return {"hard": hard, "kept": ~hard & ~easy, "easy": easy}
+
+
 def calibration_z(elpd_i, mcse_i, truth_elpd, truth_mc):
     """Each row's error to the brute-force truth in units of the combined Monte Carlo error,
     ``z_i = (elpd_i - truth_i) / sqrt(mcse_i^2 + truth_mc_i^2)`` (near 1 in rms where the
