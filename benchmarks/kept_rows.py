@@ -17,12 +17,16 @@ show it.
 ``--focus-kept``: then, per seed, one fit focused on the hard and kept rows of the cached
 seed-1 full mixture together (4 x 1000), scored on each: do the kept rows lose their lean
 in a fresh focus, at what calibration, and how many rows of either miss its bar?
-``--focus-kept alone``: a fit focused on the kept rows alone.  Each focused fit's cost is
+``--focus-kept alone``: a fit focused on the kept rows alone.  ``--draws N`` sets the
+focused fit's draws per chain (1000), ``--draws auto`` to what
+`loo_adapt.estimators.focused.focus_draws` predicts from the cached full mixture (its
+`FOCUS_CUT` left out).  Each focused fit's cost is
 printed as its leapfrog steps (its 100 warm-up iterations counted at its sampling rate)
 over the posterior fit's (`loo_adapt.estimators.focused_easy.posterior_leapfrog`).
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/kept_rows.py NAME
-        [--seeds 1 2 3 4 5 6 7 8] [--bootstrap B] [--focus-kept [alone]]
+        [--seeds 1 2 3 4 5 6 7 8] [--bootstrap B] [--focus-kept [alone]] [--draws N|auto]
+        [--focus-only]
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from truth_suite import (  # noqa: E402
 )
 
 from loo_adapt.core.mixis import mixis_loo  # noqa: E402
+from loo_adapt.estimators.focused import focus_draws  # noqa: E402
 from loo_adapt.estimators.focused_easy import posterior_leapfrog  # noqa: E402
 
 GROUPS = ("easy", "kept", "hard")
@@ -111,17 +116,24 @@ def full_groups(bench, t, seeds, replicates: int = 0):
         f"{g} {mean_se(v)}" for g, v in sums.items()), flush=True)
 
 
-def focus_kept(bench, t, seeds, alone: bool = False):
-    groups = sort_rows(mixis_loo(mixture_fit(bench, 1)[0].log_lik()))
+def focus_kept(bench, t, seeds, alone: bool = False, draws="1000"):
+    full_ll = mixture_fit(bench, 1)[0].log_lik()
+    full = mixis_loo(full_ll)
+    groups = sort_rows(full)
     rows = np.flatnonzero(groups["kept"] | (False if alone else groups["hard"]))
     hard = groups["hard"][rows]
+    if draws == "auto":  # the package's prediction, without its FOCUS_CUT
+        draws = focus_draws(full_ll, rows, full.ess_mcse, 10**9, MCSE_BAR)
+    draws = int(draws)
     print(f"{bench.name}: one fit focused on the {int(hard.sum())} hard and "
-          f"{int((~hard).sum())} kept rows of the cached seed-1 full mixture", flush=True)
+          f"{int((~hard).sum())} kept rows of the cached seed-1 full mixture, "
+          f"4 x {draws}", flush=True)
     out = {g: ([], [], []) for g in (("kept",) if alone else ("hard", "kept"))}
     unit = posterior_leapfrog(bench.draws)
     costs = []
     for seed in seeds:
-        fit = bench.program.fit_mixture(bench.draws, rows=rows, seed=200 + seed)
+        fit = bench.program.fit_mixture(bench.draws, rows=rows, seed=200 + seed,
+                                        draws=draws)
         est = mixis_loo(fit.log_lik()[..., rows])
         e = est.elpd_i - t[rows, 1]
         z = calibration_z(est.elpd_i, est.mcse_elpd_i, t[rows, 1], t[rows, 2])
@@ -136,7 +148,7 @@ def focus_kept(bench, t, seeds, alone: bool = False):
                          f"{int(miss[m].sum())} above the bar)")
         print(f"seed {seed}: " + "; ".join(cells) + f"; {costs[-1]:.2f} posterior fits of "
               "leapfrog steps", flush=True)
-    what = "kept rows alone" if alone else "hard + kept rows"
+    what = ("kept rows alone" if alone else "hard + kept rows") + f", 4 x {draws}"
     print(f"{bench.name} focus on {what}, mean over {len(seeds)} seeds: " + "; ".join(
         f"{g} {mean_se(v[0])}, rms z {np.sqrt(np.mean(v[1])):.2f}, "
         f"{np.mean(v[2]):.1f} above the bar" for g, v in out.items())
@@ -149,12 +161,19 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6, 7, 8])
     ap.add_argument("--bootstrap", type=int, default=0, metavar="B")
     ap.add_argument("--focus-kept", nargs="?", const="with-hard", choices=("with-hard", "alone"))
+    ap.add_argument("--draws", default="1000",
+                    help="the focused fit's draws per chain, or 'auto': focus_draws's "
+                         "prediction from the cached full mixture (no FOCUS_CUT)")
+    ap.add_argument("--focus-only", action="store_true",
+                    help="with --focus-kept: skip the fresh full-mixture fits")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     bench, t = with_full_truth(args.benchmark)
-    full_groups(bench, t, args.seeds, args.bootstrap)
+    if not (args.focus_kept and args.focus_only):
+        full_groups(bench, t, args.seeds, args.bootstrap)
     if args.focus_kept:
-        focus_kept(bench, t, args.seeds[:6], alone=args.focus_kept == "alone")
+        focus_kept(bench, t, args.seeds[:6], alone=args.focus_kept == "alone",
+                   draws=args.draws)
 
 
 if __name__ == "__main__":
