@@ -4,18 +4,18 @@ make the verified rows' MCSEs hold?
 A focused fit's MixIS MCSE of a row comes from the same draws as its estimate: a fit that
 missed the row's leave-one-out tail errs optimistic *and* reports a small MCSE (on
 rhs_microarray the same easy row's MCSE spans 0.001-0.07 over three seeds, and its large z
-comes in the seed where it is smallest).  The full mixture's draws are independent of the
-focused fit and cover every row's component: reweighted to the focused mixture (the weights
-of `loo_adapt.estimators.focused.focus_draws`) they give each row's per-draw variance of its
-MixIS influence there, so an MCSE at the focused fit's draws and its chains' median
-efficiency per draw.  This script runs the default with a program (`benchmarks/truth.py`'s
-"default, with program", cached mixture fits) and, per focused fit whose rows the result
-holds, scores the verified rows' z with their own MCSE and with the larger of it and that
-prediction: the rms z, the rows beyond 3, and how many rows the wider MCSE would put above
-the 0.1 bar (each a row for the next fit or a refit); and, over the seeds, the rms z where
-the prediction replaces the own MCSE only when it is above k times it (`RATIOS`), and where
-the MCSE is the root of the two variances' mean.  Nothing
-in the package changes.
+comes in the seed where it is smallest). The full mixture's draws are independent of the
+focused fit and cover every row's component: reweighted to the focused mixture
+(`loo_adapt.estimators.focused.reweighted_influence`, what `focus_draws` sizes a focused fit
+from) they give each row's per-draw variance of its MixIS influence there, so an MCSE at the
+focused fit's draws and its chains' median efficiency per draw. This script runs the default
+with a program (`benchmarks/truth.py`'s "default, with program", cached mixture fits) and,
+per focused fit whose rows the result holds, scores the verified rows' z with their own MCSE
+and with the larger of it and that prediction: the rms z, the rows beyond 3, and how many
+rows the wider MCSE would put above the 0.1 bar (each a row for the next fit or a refit);
+and, over the seeds, the rms z where the prediction replaces the own MCSE only when it is
+above k times it (`RATIOS`), and where the MCSE is the root of the two variances' mean.
+Nothing in the package changes.
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/second_opinion_mcse.py NAME ...
         [--seeds 1 2 3]
@@ -40,27 +40,12 @@ from truth_suite import (  # noqa: E402
     mixture_fit,
 )
 
-from loo_adapt.core.lse import logsumexp  # noqa: E402
 from loo_adapt.core.mixis import mixis_loo  # noqa: E402
+from loo_adapt.estimators.focused import reweighted_influence  # noqa: E402
 
 #: the prediction used only where it is above this many times the fit's own MCSE (a rule
 #: that leaves a fit's MCSEs alone where the two agree within their noise)
 RATIOS = (1.5, 2.0, 3.0)
-
-
-def influence_variance(full_ll, rows) -> np.ndarray:
-    """Per row of ``rows``, the per-draw variance of its MixIS influence (the delta method's)
-    under the mixture focused on ``rows``, from the full mixture's draws reweighted to it."""
-    n = full_ll.shape[-1]
-    ll = full_ll.reshape(-1, n)
-    lse_rows = logsumexp(-ll[:, rows], axis=1)
-    log_v = lse_rows - logsumexp(-ll, axis=1)
-    v = np.exp(log_v - logsumexp(log_v))
-    a = np.exp(-lse_rows + lse_rows.min())
-    log_b = -ll[:, rows] - lse_rows[:, None]
-    b = np.exp(log_b - log_b.max(axis=0))
-    z = a[:, None] / (v @ a) - b / (v @ b)[None, :]
-    return v @ (z - v @ z) ** 2
 
 
 def fit_targets(res):
@@ -96,6 +81,7 @@ def main(argv=None):
         bench = load_benchmark(name)
         t = np.asarray(bench.truth)
         idx = t[:, 0].astype(int)
+        scored = set(idx)
         z_all = {"own": [], "second": [], "pooled": [], **{k: [] for k in RATIOS}}
         n_used = dict.fromkeys(RATIOS, 0)
         for seed in args.seeds:
@@ -112,10 +98,13 @@ def main(argv=None):
                 est = mixis_loo(ll)
                 s = ll.shape[0] * ll.shape[1]
                 eff = min(float(np.median(est.ess_mcse)) / s, 1.0)
-                pred = np.sqrt(influence_variance(full_ll, target) / (eff * s))
+                there = reweighted_influence(full_ll, target)
+                if there is None:  # too few reweighted draws to say
+                    continue
+                pred = np.sqrt(there[0] / (eff * s))
                 rows = np.array([i for j, i in enumerate(target)
                                  if getattr(res.row_draws[i], "draws", None) is d
-                                 and res.reliable[i] and i in set(idx)])
+                                 and res.reliable[i] and i in scored])
                 if rows.size == 0:
                     continue
                 where = {r: j for j, r in enumerate(target)}

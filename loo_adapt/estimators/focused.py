@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 __all__ = ["FocusedMixIS", "FOCUS_SEED_OFFSET", "posterior_tree_depth", "AGAIN_MARGIN",
-           "AGAIN_MIN_DRAWS", "again_draws", "focus_draws", "FOCUS_CUT"]
+           "AGAIN_MIN_DRAWS", "again_draws", "focus_draws", "FOCUS_CUT",
+           "reweighted_influence"]
 
 #: seed of the focused fit: the first mixture fit's seed plus this
 FOCUS_SEED_OFFSET = 7919
@@ -135,23 +136,48 @@ def focus_draws(log_lik, rows, ess, draws: int, max_mcse: float) -> int:
     -------
     int
     """
-    from loo_adapt.core.lse import logsumexp
     from loo_adapt.estimators.mixture_checks import MIN_ESS
 
     log_lik = np.asarray(log_lik, dtype=float)
     chains, per_chain, n = log_lik.shape
     s = chains * per_chain
-    ll = log_lik.reshape(s, n)
-    rows = np.asarray(rows, dtype=np.int64)
     ess = np.asarray(ess, dtype=float)
-    if rows.size == 0 or not (np.all(np.isfinite(ll)) and np.all(np.isfinite(ess))
-                              and np.all(ess > 0)):
+    if not (np.all(np.isfinite(ess)) and np.all(ess > 0)):
         return int(draws)
+    there = reweighted_influence(log_lik, rows)
+    if there is None:
+        return int(draws)
+    var, kish = there
+    eff = min(float(np.median(ess)) / s, 1.0)  # the chains' effective draws per draw
+    need = np.maximum(var * (AGAIN_MARGIN / max_mcse) ** 2 / eff,
+                      AGAIN_MARGIN * MIN_ESS / np.minimum(eff, kish)) / chains
+    if not np.all(np.isfinite(need)):
+        return int(draws)
+    d = max(AGAIN_MIN_DRAWS, int(np.ceil(float(np.max(need)) / 100.0)) * 100)
+    return int(d if d <= FOCUS_CUT * draws else draws)
+
+
+def reweighted_influence(log_lik, rows):
+    """(per-draw variance of each row's MixIS influence, Kish ESS per draw of its weights)
+    under the mixture focused on ``rows``, from draws of the full mixture (their pointwise
+    log-likelihood ``log_lik``, (chains, draws, n)) reweighted to it: weights
+    (sum_{j in rows} 1/l_j) / (sum_j 1/l_j), bounded by one, the influence the delta
+    method's (as `loo_adapt.core.mixis.mixis_loo` computes it); `focus_draws` sizes a
+    focused fit from them.  None where ``rows`` is empty, a value is not finite, or the
+    reweighting has fewer than ``MIN_ESS`` effective draws."""
+    from loo_adapt.core.lse import logsumexp
+    from loo_adapt.estimators.mixture_checks import MIN_ESS
+
+    log_lik = np.asarray(log_lik, dtype=float)
+    ll = log_lik.reshape(-1, log_lik.shape[-1])
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size == 0 or not np.all(np.isfinite(ll)):
+        return None
     lse_rows = logsumexp(-ll[:, rows], axis=1)  # log sum_{j in rows} 1 / l_j
     log_v = lse_rows - logsumexp(-ll, axis=1)
     v = np.exp(log_v - logsumexp(log_v))  # normalised weights: full -> focused mixture
     if 1.0 / np.sum(v * v) < MIN_ESS:
-        return int(draws)
+        return None
     log_a = -lse_rows  # a_s = 1 / sum_{j in rows} 1/l_j, the numerator's terms
     a = np.exp(log_a - log_a.max())
     log_b = -ll[:, rows] - lse_rows[:, None]  # b_is = a_s / l_is <= 1: row i's MixIS weights
@@ -161,13 +187,7 @@ def focus_draws(log_lik, rows, ess, draws: int, max_mcse: float) -> int:
     z = a_rel[:, None] - b_rel  # the delta method's influence under the focused mixture
     var = v @ (z - v @ z) ** 2
     kish = 1.0 / (v @ (b_rel * b_rel))  # Kish ESS per draw of each row's weights there
-    eff = min(float(np.median(ess)) / s, 1.0)  # the chains' effective draws per draw
-    need = np.maximum(var * (AGAIN_MARGIN / max_mcse) ** 2 / eff,
-                      AGAIN_MARGIN * MIN_ESS / np.minimum(eff, kish)) / chains
-    if not np.all(np.isfinite(need)):
-        return int(draws)
-    d = max(AGAIN_MIN_DRAWS, int(np.ceil(float(np.max(need)) / 100.0)) * 100)
-    return int(d if d <= FOCUS_CUT * draws else draws)
+    return var, kish
 
 
 def posterior_tree_depth(draws) -> int | None:
