@@ -82,7 +82,9 @@ class PointwiseLoo:
         certification), "certified", "mixis_mcse", "refit"; "" where nothing did.
     reason : per observation, why the final estimate is not shown reliable ("" where it is).
     history : one record per merged estimate: estimator, rows, accepted mask, elpd_loo,
-        its MCSE, reliable and reason of each row it returned (see `row_history`).
+        its MCSE, reliable and reason of each row it returned (see `row_history`), and
+        ``new_record``: whether it gave the row a draws record of its own (a stage that
+        corrects or re-judges earlier estimates passes the rows' records on).
     draws_method : origin of the draws ("mcmc", "advi", "laplace", "pathfinder", ...).
     row_draws : per observation the `loo_adapt.estimators.base.RowDraws` of the estimator
         that produced the row (its draws and final weights; None for plain PSIS rows, whose
@@ -224,6 +226,11 @@ class PointwiseLoo:
                          ("reason", "reason")):
             new[col][take] = np.asarray(getattr(estimate, src))[accept]
         records = estimate.row_draws
+        # which rows the estimate gave draws of its own (a new record) rather than the draws
+        # they held (a stage that re-judges or corrects earlier estimates passes theirs on)
+        new_record = np.array([(None if records is None else records[j])
+                               is not self.row_draws[r] for j, r in enumerate(rows)],
+                              dtype=bool)
         for j in np.flatnonzero(accept):
             new["row_draws"][rows[j]] = None if records is None else records[j]
         skipped = rows[~accept]
@@ -249,7 +256,7 @@ class PointwiseLoo:
         new["notes"] = list(new["notes"]) + [n for n in getattr(estimate, "notes", ())
                                              if n not in new["notes"]]
         new["history"] = list(self.history) + [dict(
-            estimator=estimate.estimator, rows=rows, accepted=accept,
+            estimator=estimate.estimator, rows=rows, accepted=accept, new_record=new_record,
             elpd_i=np.asarray(estimate.elpd_i), mcse_elpd_i=np.asarray(estimate.mcse_elpd_i),
             reliable=np.asarray(estimate.reliable), reason=np.asarray(estimate.reason))]
         return replace(self, **new)

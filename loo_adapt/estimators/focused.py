@@ -238,15 +238,19 @@ def _full_mixture(result):
     gave last), None where no row is.  A focused fit's rows also hold mixture draws, of a
     fit over some rows' components only: ``result.history`` (`PointwiseLoo.history`) tells
     them apart; a result without one is taken as the MixIS stage's alone.  A stage that
-    wrote a row back unchanged (the easy-row focus widening the sum of the rows the full
-    mixture keeps, `loo_adapt.estimators.focused_easy`) did not re-estimate it."""
+    passed a row's draws record on (the easy-row focus shifting the rows the full mixture
+    keeps, `loo_adapt.estimators.focused_easy`: the entry's ``new_record``), or, in a
+    history without that mask, wrote it back unchanged, did not re-estimate it."""
     last, value = {}, {}
     for h in getattr(result, "history", None) or ():
         accepted = np.asarray(h.get("accepted", []), dtype=bool)
         rows = np.asarray(h.get("rows", []), dtype=np.int64)
         elpd = np.asarray(h.get("elpd_i", np.full(rows.size, np.nan)), dtype=float)
-        for i, e in zip(rows[accepted], elpd[accepted]):
-            if value.get(int(i)) != e:  # NaN never equals: a NaN estimate counts as new
+        new = h.get("new_record")
+        new = None if new is None else np.asarray(new, dtype=bool)[accepted]
+        for k, (i, e) in enumerate(zip(rows[accepted], elpd[accepted])):
+            # NaN never equals: a NaN estimate counts as new
+            if (value.get(int(i)) != e) if new is None else new[k]:
                 last[int(i)] = str(h.get("estimator", ""))
                 value[int(i)] = e
     return next((r.draws for i, r in enumerate(getattr(result, "row_draws", None) or ())

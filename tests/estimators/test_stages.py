@@ -64,6 +64,26 @@ def test_merge_writes_every_column_and_nan_for_what_the_stage_does_not_produce()
     assert [h["estimator"] for h in new.row_history(1)] == ["refit"]
 
 
+def test_merge_records_which_rows_got_draws_of_their_own():
+    """A stage that gives rows new draws records is told apart in the history from one that
+    moves their estimates but passes their records on (`Estimate.of_result`)."""
+    from loo_adapt.estimators.base import RowDraws
+
+    _, _, res = _base_result()
+    rec = RowDraws(source="mixture", log_weights=np.zeros(1), p1=None, draws=None)
+    first = res.merge(Estimate.make("mixis", [0, 1], [-0.1, -0.2], 0.01, True,
+                                    row_draws=[rec, rec]))
+    assert first.history[-1]["new_record"].tolist() == [True, True]
+    moved = first.merge(Estimate.of_result("mixis", first, [0, 1], elpd_i=[-0.15, -0.25]))
+    assert moved.history[-1]["new_record"].tolist() == [False, False]
+    assert moved.row_draws[0] is rec and moved.elpd_i[0] == -0.15
+    other = RowDraws(source="mixture", log_weights=np.zeros(1), p1=None, draws=None)
+    again = moved.merge(Estimate.make("mixis_focused", [1, 2], -0.3, 0.01, True,
+                                      row_draws=[other, None]))
+    # row 2 had no record and gets none: nothing new
+    assert again.history[-1]["new_record"].tolist() == [True, False]
+
+
 def test_merge_accept_mask_keeps_rejected_rows_and_records_why():
     _, base, res = _base_result()
     est = Estimate.make("mixis", [0, 2], [-0.1, -0.2], [0.5, 0.01], [False, True],
