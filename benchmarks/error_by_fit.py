@@ -4,7 +4,7 @@ rows above the bar).  A shared sign within one group points at the stage that ca
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/error_by_fit.py rhs_wide
         [--truth-from rhs_wide_099] [--seeds 1 2 3] [--easy-budget 1e9] [--easy-kish 200]
-        [--rows mixture] [--dump rows.npz] [--shared-offset-z inf]
+        [--rows mixture] [--dump rows.npz] [--no-shift]
 
 ``--rows G`` also prints the rows of each group whose name starts with G, by the Kish ESS
 of the fit they are held from (the PointwiseLoo diagnostic), with each group's mean z
@@ -47,16 +47,16 @@ def main(argv=None):
     parser.add_argument("--rows", default=None,
                         help="print the rows of the groups whose name starts with this")
     parser.add_argument("--dump", default=None, help="write the per-row estimates to this .npz")
-    parser.add_argument("--shared-offset-z", type=float, default=None,
-                        help="focused_easy.SHARED_OFFSET_Z (inf: never widen the full "
-                             "mixture's kept rows)")
+    parser.add_argument("--no-shift", action="store_true",
+                        help="leave the full mixture's kept rows where it put them "
+                             "(FocusedEasyMixIS.shift_kept_rows off)")
     args = parser.parse_args(argv)
     if args.easy_budget is not None:
         focused_easy.EASY_FOCUS_BUDGET = args.easy_budget
     if args.easy_kish is not None:
         focused_easy.EASY_FOCUS_KISH = args.easy_kish
-    if args.shared_offset_z is not None:
-        focused_easy.SHARED_OFFSET_Z = args.shared_offset_z
+    if args.no_shift:
+        focused_easy.FocusedEasyMixIS.shift_kept_rows = lambda self, ctx, est: None
     bench = load_benchmark(args.benchmark)
     truth = np.asarray(bench.truth)
     idx = truth[:, 0].astype(int)

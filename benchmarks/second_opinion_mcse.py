@@ -51,7 +51,7 @@ RATIOS = (1.5, 2.0, 3.0)
 def fit_targets(res):
     """{fit: (its draws, the rows it was focused on)} for each focused fit some row of
     ``res`` is held from: a fit over the rows above the bar by its stage entry's rows, the
-    easy-row fit by the first rows its entry returned (a widened block of kept rows may
+    easy-row fit by the first rows its entry returned (a block of the kept rows, moved, may
     follow them)."""
     out = {}
     for rec in res.row_draws or ():

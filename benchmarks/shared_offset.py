@@ -3,7 +3,7 @@ carry it?
 
 For each seed: the full mixture's MixIS estimates (its cached fit, not pooled) and the
 default's final estimates (`benchmarks/error_by_fit.py --dump`, made with
-``--shared-offset-z inf`` so that the kept rows' MCSEs are the full mixture's own), grouped
+``--no-shift`` so that the kept rows' estimates are the full mixture's own), grouped
 as error_by_fit groups them.  Per group: how far the final estimates moved from the full
 mixture's (``final - mix``, with the two MCSEs in quadrature), and each against the
 brute-force truth.  Then the rule of `loo_adapt.estimators.focused_easy.shared_offset`: the
@@ -11,7 +11,7 @@ mean per-row difference ``d`` over the rows both fits verified, its z, and ``d``
 rows the full mixture keeps against their summed error.
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/error_by_fit.py rhs_wide_099 \
-        --shared-offset-z inf --dump benchmarks/cache/rhs_wide_099-default-rows.npz
+        --no-shift --dump benchmarks/cache/rhs_wide_099-default-rows.npz
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/shared_offset.py rhs_wide_099
 """
 

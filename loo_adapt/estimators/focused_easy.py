@@ -8,14 +8,13 @@ focused fit of their own (`loo_adapt.estimators.focused.FocusedMixIS` over those
 more draws), held to about one posterior fit of leapfrog steps; where one row's
 leave-one-out posterior holds the full mixture (`dominated`) it focuses on every other row.
 
-Its rows were estimated by the full mixture too, from independent draws: where the two
-disagree on them as a whole (`shared_offset`), the full mixture's estimates of the rows it
-verified lean together, and the rows it keeps carry that lean as a shared error
-(`widen_kept_rows`).  The lean is selection: the full mixture sorts the rows by its own
-draws, and a row whose draws missed its leave-one-out tail errs optimistic and looks
-verified, one whose draws caught it errs pessimistic and lands above the MCSE bar
-(`benchmarks/selection_split.py`: scored by independent chains of the same fit, the rows
-so sorted do not lean).
+Its rows were estimated by the full mixture too, from independent draws: the two differ
+on them as a whole by the full mixture's lean (`shared_offset`), which the verified rows it
+keeps share, and they are moved by half of it (`shift_kept_rows`).  The lean is selection: the
+full mixture sorts the rows by its own draws, and a row whose draws missed its
+leave-one-out tail errs optimistic and looks verified, one whose draws caught it errs
+pessimistic and lands above the MCSE bar (`benchmarks/selection_split.py`: scored by
+independent chains of the same fit, the rows so sorted do not lean).
 """
 
 from __future__ import annotations
@@ -35,9 +34,9 @@ from loo_adapt.estimators.focused import (
 )
 
 __all__ = ["FocusedEasyMixIS", "EASY_FOCUS_SHARE", "EASY_FOCUS_BUDGET", "EASY_FOCUS_KISH",
-           "EASY_FOCUS_MIN_DRAWS", "DOMINATED_DRAWS", "SHARED_OFFSET_Z",
+           "EASY_FOCUS_MIN_DRAWS", "DOMINATED_DRAWS",
            "SHARED_OFFSET_MIN_ROWS", "dominated",
-           "posterior_leapfrog", "shared_offset"]
+           "offset_se", "posterior_leapfrog", "shared_offset"]
 
 #: ``mixis_focus_easy="auto"`` focuses the easy rows when fewer than this share of the rows
 #: have a plain-PSIS k-hat below 1/2 (every leave-one-out posterior far from the
@@ -81,13 +80,6 @@ EASY_FOCUS_MIN_DRAWS = 2000
 DOMINATED_DRAWS = 1000.0
 
 
-#: the full mixture and the easy-row focus disagree when the z of their summed difference over
-#: the rows both estimated (`loo_adapt.core.pool.agreement`) is beyond this: the usual two
-#: standard errors, not tuned.  On the wide horseshoes the full mixture sat above the focus
-#: by 0.014-0.028 nats a row (z +3.3 to +5.7: rhs_wide_099, rhs_microarray), and the rows
-#: it kept erred by about as much (`benchmarks/results/shared_offset.txt`).
-SHARED_OFFSET_Z = 2.0
-
 #: fewest rows both fits verified for their mean difference to say anything of a shared
 #: error (a mean over a handful of rows is mostly their own Monte Carlo error)
 SHARED_OFFSET_MIN_ROWS = 10
@@ -112,18 +104,77 @@ def shared_offset(before_elpd, before_mcse, after_elpd, after_mcse) -> tuple[flo
     return float(np.mean(a[ok] - b[ok])), float(z_sum)
 
 
+def offset_se(before_mcse, after_mcse, before_sum=None, after_sum=None) -> float:
+    """Standard error of `shared_offset`'s mean difference over n rows: the two estimates'
+    MCSEs of their sums over those rows in quadrature, over n.  Each fit's rows share its
+    draws, so the MCSE of a sum is its fit's (``before_sum``, ``after_sum``: a `SumMCSE`
+    over those rows), which sees what they share; where one is None, that estimate's
+    pointwise MCSEs in quadrature stand in (as if its rows erred independently).  Rows
+    where a pointwise MCSE is not finite are left out of the count; NaN when none is left.
+
+    Examples
+    --------
+    >>> round(offset_se([0.03, 0.04], [0.0, 0.0]), 6)
+    0.025
+    >>> round(offset_se([0.03, 0.04], [0.0, 0.0], before_sum=0.1), 6)
+    0.05
+    """
+    sa, sb = (np.asarray(v, dtype=float) for v in (before_mcse, after_mcse))
+    ok = np.isfinite(sa) & np.isfinite(sb)
+    if not ok.any():
+        return float("nan")
+    va = np.sum(sa[ok] ** 2) if before_sum is None else float(before_sum) ** 2
+    vb = np.sum(sb[ok] ** 2) if after_sum is None else float(after_sum) ** 2
+    return float(np.sqrt(va + vb) / ok.sum())
+
+
+def _moved_prob(loo_prob, y, rows, step):
+    """P(y_i = 1 | y_-i) of ``rows`` after their elpd_i moved by ``-step``: the observed
+    outcome's probability times exp(-step); as they were where the outcome is not a known
+    0 / 1 (their probabilities are NaN there anyway, or the observed one is unknown).
+
+    Examples
+    --------
+    >>> p = _moved_prob([0.8, 0.3, 0.5], [1, 0, 1], [0, 1], [0.1, 0.1])
+    >>> np.round(p, 4).tolist()  # 0.8 exp(-0.1), 1 - 0.7 exp(-0.1)
+    [0.7239, 0.3666]
+    """
+    if loo_prob is None:
+        return None
+    p1 = np.asarray(loo_prob, dtype=float)[rows]
+    if y is None:
+        return p1
+    yr = np.asarray(y, dtype=float)[rows]
+    shrink = np.exp(-np.asarray(step, dtype=float))
+    out = np.where(yr == 1, p1 * shrink, p1)
+    return np.where(yr == 0, 1.0 - (1.0 - p1) * shrink, out)
+
+
+def _block_sum_mcse(est, mask) -> float | None:
+    """The MCSE of the sum of ``est``'s rows at ``mask`` from the one fit block that holds
+    them all (`Estimate.sum_mcse`), None where no single block does."""
+    pos = np.flatnonzero(np.asarray(mask, dtype=bool))
+    for block_pos, block in getattr(est, "sum_mcse", ()):
+        block_pos = np.asarray(block_pos, dtype=np.int64)
+        if np.isin(pos, block_pos).all():
+            return float(block(np.isin(block_pos, pos)))
+    return None
+
+
 @dataclass(frozen=True)
 class _WithSharedOffset:
-    """A `SumMCSE`-like block whose rows also share an error of ``offset`` each: the MCSE of
-    the sum over the held rows is the block's and ``offset`` times their count, in
-    quadrature (the shared error is the same sign on every row)."""
+    """A `SumMCSE`-like block whose rows also share an error, ``offset`` on each row (one
+    number, or one per row): the MCSE of the sum over the held rows is the block's and the
+    held rows' offsets summed, in quadrature (the shared error is the same sign on every
+    row)."""
 
     block: Any
-    offset: float
+    offset: Any
 
     def __call__(self, held) -> float:
         held = np.asarray(held, dtype=bool)
-        return float(np.hypot(self.block(held), self.offset * np.count_nonzero(held)))
+        shared = np.sum(np.broadcast_to(np.asarray(self.offset, dtype=float), held.shape)[held])
+        return float(np.hypot(self.block(held), shared))
 
 
 def posterior_leapfrog(draws) -> float | None:
@@ -278,33 +329,41 @@ class FocusedEasyMixIS(FocusedMixIS):
             return self._nothing(str(est.reason[0]))
         extra = tuple(t for t in (note, cut) if t)
         est = replace(est, notes=tuple(est.notes) + extra) if extra else est
-        kept = self.widen_kept_rows(ctx, est)
+        kept = self.shift_kept_rows(ctx, est)
         if kept is None:
             return est
         from loo_adapt.estimators.base import Estimate
 
         return Estimate.concat(self.name, [est, kept])
 
-    def widen_kept_rows(self, ctx, est):
-        """The rows the full mixture keeps, their sum's MCSE widened by the lean they share,
-        or None where the focus does not show one.
+    def shift_kept_rows(self, ctx, est):
+        """The rows the full mixture keeps, its verified ones moved by half the lean the
+        focus shows, or None where the focus cannot measure one.
 
         The focus re-estimated rows the full mixture had estimated too, from independent
-        draws.  Where the two disagree over the rows both verified (at least
-        `SHARED_OFFSET_MIN_ROWS`; the z of their summed difference beyond
-        `SHARED_OFFSET_Z`), the full mixture's estimates of those rows sat off by ``d`` a
-        row on average (`shared_offset`): the lean of rows sorted by the draws that
-        estimate them (a row whose draws missed its leave-one-out tail looks verified and
-        errs optimistic; `benchmarks/results/selection_split.txt`), which no MCSE from
-        those draws can see.  The rows still held from that fit (method "mixis";
-        pooled rows lean on PSIS too and are left as they are) keep their estimates and
-        pointwise MCSEs, and ``|d|`` a row, of the same sign on every row, is added in
-        quadrature to the MCSE of their sum (so to the total's).  Their pointwise MCSEs
-        stay: against ``d`` of 0.014-0.025 nats they are 0.08 or so and were not too small
-        (rms z 0.7-1.1 on the wide horseshoes: `benchmarks/results/shared_offset.txt`);
-        what the pointwise MCSEs cannot say is that those rows err together.  A note gives
-        ``d``, its z and the rows."""
-        from loo_adapt.estimators.base import Estimate, _Restricted
+        draws.  Over the rows both verified (at least `SHARED_OFFSET_MIN_ROWS`), the full
+        mixture's estimates sat off by ``d`` a row on average (`shared_offset`): the lean of
+        rows sorted by the draws that estimate them (a row whose draws missed its
+        leave-one-out tail looks verified and errs optimistic;
+        `benchmarks/results/selection_split.txt`), which no MCSE from those draws can see.
+        The verified rows still held from that fit (method "mixis"; pooled rows lean on
+        PSIS too and are left as they are) share it, by an amount per row between none and
+        ``d``: near ``d`` on the wide horseshoes (their summed error 0.8-1.0 times ``d``
+        times their count, `benchmarks/results/shared_offset.txt`), 0.3-0.6 of it where the
+        chains' miss is spread over all components alike (`tests/estimators/test_focused.py`).
+        Each is moved by ``-d / 2``, the middle of that range, and ``|d| / 2`` (its
+        half-width) and the standard error of ``d`` (`offset_se`, from each fit's MCSE of
+        its sum over the rows it was measured on), in quadrature, are added, the same on
+        every row, to the MCSE of their sum (so to the total's).  Their pointwise MCSEs stay
+        (0.08 or so, against a move of 0.007-0.014 nats on the wide horseshoes); a binary
+        outcome's LOO probability moves with its row (the observed outcome's probability
+        times ``exp(-d / 2)``); the draws records (weights for LOO-PIT and expectations) stay
+        the full mixture's.  Kept rows above the MCSE bar are not moved
+        (their selection leans the other way: a row whose draws caught its tail lands
+        above the bar); the MCSE of their sum gets ``|d|`` a row, for as long as no later
+        fit re-estimates them.  The move is made whatever the z of ``d``, so that it does
+        not lean itself.  A note gives ``d``, its standard error and the rows."""
+        from loo_adapt.estimators.base import Estimate, _Restricted, frozen
 
         result = ctx.result
         if result is None or not getattr(result, "mcse_blocks", None) or len(est) == 0:
@@ -316,31 +375,41 @@ class FocusedEasyMixIS(FocusedMixIS):
         ok = np.asarray(est.reliable, dtype=bool) & np.asarray(result.reliable, bool)[rows]
         if ok.sum() < SHARED_OFFSET_MIN_ROWS:
             return None
-        d, z = shared_offset(result.elpd_i[rows[ok]], result.mcse_elpd_i[rows[ok]],
-                             np.asarray(est.elpd_i)[ok], np.asarray(est.mcse_elpd_i)[ok])
-        if abs(z) <= SHARED_OFFSET_Z:
-            return None
+        before = result.elpd_i[rows[ok]], result.mcse_elpd_i[rows[ok]]
+        after = np.asarray(est.elpd_i)[ok], np.asarray(est.mcse_elpd_i)[ok]
+        d, _ = shared_offset(*before, *after)
         block_rows, sums = result.mcse_blocks[int(block[0])]
+        se = offset_se(before[1], after[1],
+                       sums(np.isin(block_rows, rows[ok])), _block_sum_mcse(est, ok))
+        if not (np.isfinite(d) and np.isfinite(se)) or se <= 0:
+            return None
+        z = d / se
         keep = ((result.row_block[block_rows] == block[0])
                 & (np.asarray(result.method, dtype=object)[block_rows] == "mixis")
                 & ~np.isin(block_rows, rows))
         kept = np.asarray(block_rows)[keep]
         if kept.size == 0:
             return None
-        verified = int(np.count_nonzero(np.asarray(result.reliable, dtype=bool)[kept]))
-        later = kept.size - verified
+        moved = np.asarray(result.reliable, dtype=bool)[kept]
+        n_moved, later = int(moved.sum()), int(kept.size - moved.sum())
+        half = 0.5 * d
+        shared = float(np.hypot(half, se))
         note = (f"The focused fit over the {int(ok.sum())} easy rows moved their full-mixture "
-                f"estimates by {-d:+.3g} a row on average (z {-z:+.1f}): the rows the full "
-                f"mixture verified lean together (it sorted them by its own draws), and the "
-                f"{verified} verified rows still held from it carry that lean"
-                + (f" (and those of the {later} others that no later fit re-estimates)"
-                   if later else "")
-                + f": the MCSE of their sum, and of the total, is widened by {abs(d):.3g} a "
-                f"row ({abs(d) * verified:.3g} over the {verified})")
+                f"estimates by {-d:+.3g} a row on average (standard error {se:.2g}, z "
+                f"{-z:+.1f}): the rows the full mixture verified lean together (it sorted "
+                f"them by its own draws), and the {n_moved} verified rows still held from it "
+                f"are moved by half of that, {-half:+.3g} each ({-half * n_moved:+.3g} in "
+                f"all); the MCSE of their sum, and of the total, is widened by {shared:.2g} "
+                "a row for what that move may miss"
+                + (f" (and by {abs(d):.3g} a row for the {later} rows above the bar, until "
+                   "a later fit re-estimates them)" if later else ""))
+        offset = np.where(moved, shared, abs(d))
+        step = np.where(moved, half, 0.0)
         return Estimate.of_result(
-            "mixis", result, kept, notes=(note,),
+            "mixis", result, kept, notes=(note,), elpd_i=result.elpd_i[kept] - step,
+            loo_prob=_moved_prob(result.loo_prob, result.y, kept, step),
             sum_mcse=((np.arange(kept.size), _WithSharedOffset(_Restricted(sums, keep),
-                                                               abs(d))),))
+                                                               frozen(offset))),))
 
     def budget_draws(self, ctx, rows) -> tuple[int, str]:
         """(draws per chain, a note when fewer than ``draws``): as many as keep the fit's
