@@ -394,10 +394,12 @@ class FocusedEasyMixIS(FocusedMixIS):
         n_moved, later = int(moved.sum()), int(kept.size - moved.sum())
         half = 0.5 * d
         shared = float(np.hypot(half, se))
+        lean = ("the rows the full mixture verified lean together (it sorted them by its own "
+                "draws)" if abs(z) > 2 else "within its own error, but the rows the full "
+                "mixture verified may lean together (it sorted them by its own draws)")
         note = (f"The focused fit over the {int(ok.sum())} easy rows moved their full-mixture "
                 f"estimates by {-d:+.3g} a row on average (standard error {se:.2g}, z "
-                f"{-z:+.1f}): the rows the full mixture verified lean together (it sorted "
-                f"them by its own draws), and the {n_moved} verified rows still held from it "
+                f"{-z:+.1f}): {lean}, and the {n_moved} verified rows still held from it "
                 f"are moved by half of that, {-half:+.3g} each ({-half * n_moved:+.3g} in "
                 f"all); the MCSE of their sum, and of the total, is widened by {shared:.2g} "
                 "a row for what that move may miss"
