@@ -239,20 +239,15 @@ def _full_mixture(result):
     fit over some rows' components only: ``result.history`` (`PointwiseLoo.history`) tells
     them apart; a result without one is taken as the MixIS stage's alone.  A stage that
     passed a row's draws record on (the easy-row focus shifting the rows the full mixture
-    keeps, `loo_adapt.estimators.focused_easy`: the entry's ``new_record``), or, in a
-    history without that mask, wrote it back unchanged, did not re-estimate it."""
-    last, value = {}, {}
+    keeps, `loo_adapt.estimators.focused_easy`: the entry's ``new_record`` is False there)
+    did not re-estimate it; an entry without that mask re-estimated every row it wrote."""
+    last = {}
     for h in getattr(result, "history", None) or ():
         accepted = np.asarray(h.get("accepted", []), dtype=bool)
         rows = np.asarray(h.get("rows", []), dtype=np.int64)
-        elpd = np.asarray(h.get("elpd_i", np.full(rows.size, np.nan)), dtype=float)
-        new = h.get("new_record")
-        new = None if new is None else np.asarray(new, dtype=bool)[accepted]
-        for k, (i, e) in enumerate(zip(rows[accepted], elpd[accepted])):
-            # NaN never equals: a NaN estimate counts as new
-            if (value.get(int(i)) != e) if new is None else new[k]:
-                last[int(i)] = str(h.get("estimator", ""))
-                value[int(i)] = e
+        new = np.asarray(h.get("new_record", np.ones(rows.size, dtype=bool)), dtype=bool)
+        for i in rows[accepted & new]:
+            last[int(i)] = str(h.get("estimator", ""))
     return next((r.draws for i, r in enumerate(getattr(result, "row_draws", None) or ())
                  if r is not None and r.source in ("mixture", "pooled")
                  and r.draws is not None

@@ -816,20 +816,13 @@ def test_the_first_focus_is_sized_from_the_mixis_stages_fit_not_the_easy_focus()
     records = [SimpleNamespace(source="mixture", draws=easy)] * 5 + \
         [SimpleNamespace(source="mixture", draws=full)]
     assert _full_mixture(SimpleNamespace(history=history, row_draws=records)) is full
-    # in a history without ``new_record``: rows the easy focus wrote back unchanged were
-    # not re-estimated, still the MixIS stage's; a changed one was
-    mix = np.linspace(-1.0, -0.5, n)
-    history = [{"estimator": "mixis", "rows": rows, "accepted": np.ones(n, bool),
-                "elpd_i": mix},
-               {"estimator": "mixis_focused_easy", "rows": rows, "accepted": np.ones(n, bool),
-                "elpd_i": np.r_[mix[:4] - 0.01, mix[4:]]}]
+    # rows the easy focus wrote but whose draws records it passed on (its shift of the rows
+    # the full mixture keeps: ``new_record`` False) still hold the full mixture's draws; its
+    # own rows do not
+    history = [{"estimator": "mixis", "rows": rows, "accepted": np.ones(n, bool)},
+               {"estimator": "mixis_focused_easy", "rows": rows, "accepted": np.ones(n, bool)}]
     records = [SimpleNamespace(source="mixture", draws=easy)] * 4 + \
         [SimpleNamespace(source="mixture", draws=full)] * 2
-    assert _full_mixture(SimpleNamespace(history=history, row_draws=records)) is full
-    history[1]["elpd_i"] = mix - 0.01
-    assert _full_mixture(SimpleNamespace(history=history, row_draws=records)) is None
-    # with it: rows the easy focus moved but passed their records on (its shift of the rows
-    # the full mixture keeps) still hold the full mixture's draws; its own rows do not
     history[1]["new_record"] = np.r_[np.ones(4, bool), np.zeros(2, bool)]
     assert _full_mixture(SimpleNamespace(history=history, row_draws=records)) is full
     history[1]["new_record"] = np.ones(n, bool)
