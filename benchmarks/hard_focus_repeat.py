@@ -14,6 +14,7 @@ its metric); repeats that scatter around zero say the held-out runs were chance.
 
     LOO_ADAPT_COLON_CSV=.../colon.csv python benchmarks/hard_focus_repeat.py
         [--benchmark rhs_wide_099] [--posterior-seeds 22 24] [--seeds 1 2 3 4 5 6]
+        [--warmup 300] [--draws 2000]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from user_program import PROGRAM  # noqa: E402
 
 import loo_adapt  # noqa: E402
 from loo_adapt.core.mixis import mixis_loo  # noqa: E402
+from loo_adapt.estimators.mixture_checks import divergent_count  # noqa: E402
 from loo_adapt.io import read_draws  # noqa: E402
 
 #: a repeat's seed is this plus its number (the default's focused fits use the loo seed
@@ -68,6 +71,14 @@ def main(argv=None):
     ap.add_argument("--benchmark", default="rhs_wide_099")
     ap.add_argument("--posterior-seeds", type=int, nargs="+", default=[22, 24])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="the repeats' warm-up iterations (default: fit_mixture's 100, the "
+                         "posterior's metric kept; 150 or more adapts the metric too)")
+    ap.add_argument("--halves", action="store_true",
+                    help="also score each fit's first and second halves of every chain: an "
+                         "O(1/S) lean would be about twice the whole fit's in each half")
+    ap.add_argument("--draws", type=int, default=None,
+                    help="the repeats' draws per chain (default: the default's first focus's)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     suite = suite_module()
@@ -94,18 +105,38 @@ def main(argv=None):
                   f"{rows.size} rows (4 x {draws}); the rows it still holds ({int(held.sum())}) "
                   f"err {e_default:+.2f}", flush=True)
             posterior = read_draws(fit)
-            sums = []
+            sums, halves = [], []
             for s in args.seeds:
+                t0 = time.perf_counter()
                 again = flagged.fit_mixture(posterior, rows=rows, seed=REPEAT_SEED + s,
-                                            draws=draws)
-                tot, within, rms, k = score(again.log_lik()[..., rows], rows, truth)
+                                            draws=args.draws or draws, warmup=args.warmup)
+                secs = time.perf_counter() - t0
+                ll = again.log_lik()[..., rows]
+                tot, within, rms, k = score(ll, rows, truth)
+                half = ""
+                if args.halves:
+                    h = ll.shape[1] // 2
+                    first = score(ll[:, :h], rows, truth)[0]
+                    second = score(ll[:, h:], rows, truth)[0]
+                    halves.append((tot, first, second))
+                    half = f"; halves {first:+.2f} / {second:+.2f}"
                 sums.append((tot, within))
                 print(f"  repeat {s}: all {rows.size} rows {tot:+.2f}; {k} within the bar "
-                      f"{within:+.2f} (rms z {rms:.2f})", flush=True)
+                      f"{within:+.2f} (rms z {rms:.2f}){half}; "
+                      f"{divergent_count(again)[0]} divergent; {secs:.0f} s", flush=True)
             a = np.asarray(sums)
             se = a.std(axis=0, ddof=1) / np.sqrt(len(a))
             print(f"  mean over {len(a)} repeats: all rows {a[:, 0].mean():+.2f} (se {se[0]:.2f}); "
                   f"within the bar {a[:, 1].mean():+.2f} (se {se[1]:.2f})", flush=True)
+            if halves:
+                h = np.asarray(halves)
+                excess = h[:, 1:].mean(axis=1) - h[:, 0]
+                rich = h[:, 0] - excess  # Richardson: the whole minus the halves' excess
+                k = np.sqrt(len(h))
+                print(f"  halves: whole {h[:, 0].mean():+.2f}, halves {h[:, 1:].mean():+.2f} "
+                      f"(excess {excess.mean():+.2f}, se {excess.std(ddof=1) / k:.2f}); "
+                      f"whole - excess {rich.mean():+.2f} (se {rich.std(ddof=1) / k:.2f})",
+                      flush=True)
 
 
 if __name__ == "__main__":
