@@ -20,16 +20,18 @@ independent chains of the same fit, the rows so sorted do not lean).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
 from loo_adapt.core.pool import agreement
 from loo_adapt.estimators.focused import (
     FocusedMixIS,
+    _block_sum_mcse,
     _config_int,
     _from_mixis,
     _full_mixture,
+    _moved_prob,
+    _WithSharedOffset,
     posterior_tree_depth,
 )
 
@@ -126,55 +128,6 @@ def offset_se(before_mcse, after_mcse, before_sum=None, after_sum=None) -> float
     va = np.sum(sa[ok] ** 2) if before_sum is None else float(before_sum) ** 2
     vb = np.sum(sb[ok] ** 2) if after_sum is None else float(after_sum) ** 2
     return float(np.sqrt(va + vb) / ok.sum())
-
-
-def _moved_prob(loo_prob, y, rows, step):
-    """P(y_i = 1 | y_-i) of ``rows`` after their elpd_i moved by ``-step``: the observed
-    outcome's probability times exp(-step); as they were where the outcome is not a known
-    0 / 1 (their probabilities are NaN there anyway, or the observed one is unknown).
-
-    Examples
-    --------
-    >>> p = _moved_prob([0.8, 0.3, 0.5], [1, 0, 1], [0, 1], [0.1, 0.1])
-    >>> np.round(p, 4).tolist()  # 0.8 exp(-0.1), 1 - 0.7 exp(-0.1)
-    [0.7239, 0.3666]
-    """
-    if loo_prob is None:
-        return None
-    p1 = np.asarray(loo_prob, dtype=float)[rows]
-    if y is None:
-        return p1
-    yr = np.asarray(y, dtype=float)[rows]
-    shrink = np.exp(-np.asarray(step, dtype=float))
-    out = np.where(yr == 1, p1 * shrink, p1)
-    return np.where(yr == 0, 1.0 - (1.0 - p1) * shrink, out)
-
-
-def _block_sum_mcse(est, mask) -> float | None:
-    """The MCSE of the sum of ``est``'s rows at ``mask`` from the one fit block that holds
-    them all (`Estimate.sum_mcse`), None where no single block does."""
-    pos = np.flatnonzero(np.asarray(mask, dtype=bool))
-    for block_pos, block in getattr(est, "sum_mcse", ()):
-        block_pos = np.asarray(block_pos, dtype=np.int64)
-        if np.isin(pos, block_pos).all():
-            return float(block(np.isin(block_pos, pos)))
-    return None
-
-
-@dataclass(frozen=True)
-class _WithSharedOffset:
-    """A `SumMCSE`-like block whose rows also share an error, ``offset`` on each row (one
-    number, or one per row): the MCSE of the sum over the held rows is the block's and the
-    held rows' offsets summed, in quadrature (the shared error is the same sign on every
-    row)."""
-
-    block: Any
-    offset: Any
-
-    def __call__(self, held) -> float:
-        held = np.asarray(held, dtype=bool)
-        shared = np.sum(np.broadcast_to(np.asarray(self.offset, dtype=float), held.shape)[held])
-        return float(np.hypot(self.block(held), shared))
 
 
 def posterior_leapfrog(draws) -> float | None:
