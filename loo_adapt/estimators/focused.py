@@ -357,10 +357,11 @@ def _from_mixis(result, rows) -> np.ndarray:
     return np.array([str(m).startswith("mixis") for m in method], dtype=bool)
 
 
-def _kept_rows_move(first, second, again):
+def _kept_rows_move(first, second, again, y=None):
     """(rows, moves, block, note) for the rows a first focused fit verified and
     keeps, where a second fit re-estimated the rows ``again`` it left above the bar; None
-    where there is nothing to move or a number is not finite.
+    where there is nothing to move or a number is not finite.  ``y``: the rows' observed
+    outcomes, if known (a 0 / 1 outcome's row is moved to an elpd of at most 0).
 
     A row whose draws caught its leave-one-out tail lands above the bar, and errs
     pessimistic; one whose draws missed it looks verified, and errs optimistic.  So the rows
@@ -402,6 +403,9 @@ def _kept_rows_move(first, second, again):
     # each row by the same fraction of its own MCSE, at most all of it
     frac = float(np.clip(c / mcse.sum(), -1.0, 1.0))
     step = frac * mcse
+    if y is not None:  # a 0 / 1 outcome's LOO density stays at most one
+        binary = np.isin(np.asarray(y, dtype=float)[keep], (0.0, 1.0))
+        step = np.where(binary, np.minimum(step, -e1[keep]), step)
     offset = np.zeros(len(first))
     # the total holds the second fit's rows too, whose block carries its part of ``se``
     widen = float(np.hypot(first_sum, c - step.sum()))
@@ -575,7 +579,8 @@ class FocusedMixIS:
                                    for r, s in zip(first.reason[j], second.reason)]
             for t, jj in enumerate(j):
                 records[jj] = second.row_draws[t]
-            moved = _kept_rows_move(first, second, again)
+            moved = _kept_rows_move(first, second, again,
+                                    None if ctx.y is None else np.asarray(ctx.y)[first.rows])
             if moved is not None:
                 keep, step, block, note = moved
                 merged["elpd_i"][keep] += step

@@ -989,3 +989,25 @@ def test_the_rows_a_focused_fit_keeps_are_moved_by_what_its_second_fit_shows(tmp
     assert 0.7 <= rms <= 1.25, rms
     before, after = (float(np.sqrt(np.mean(np.square(z)))) for z in (z_before, z_after))
     assert after < before, (before, after)
+
+
+def test_the_move_keeps_a_binary_rows_density_at_most_one():
+    """A kept row of a 0 / 1 outcome at elpd -0.001 (MCSE 0.01), where the rows fitted again
+    came out 0.3 lower in the second fit: moved up by its MCSE it would claim a LOO density
+    above one; it stops at elpd 0, where the other kept row (a count) moves by its MCSE."""
+    from loo_adapt.estimators.base import Estimate
+    from loo_adapt.estimators.focused import _kept_rows_move
+
+    def est(elpd, mcse, reliable):
+        n = len(elpd)
+        return Estimate.make("mixis_focused", np.arange(n), np.asarray(elpd, float),
+                             np.asarray(mcse, float), np.asarray(reliable),
+                             sum_mcse=((np.arange(n), lambda held: 0.1 * np.sqrt(held.sum())),))
+
+    first = est([-0.001, -1.0, -2.0], [0.01, 0.01, 0.2], [True, True, False])
+    second = est([-2.3], [0.05], [True])
+    again = np.array([False, False, True])
+    keep, step, _, note = _kept_rows_move(first, second, again, y=np.array([1, 3, 0]))
+    np.testing.assert_array_equal(keep, [True, True, False])
+    np.testing.assert_allclose(step, [0.001, 0.01])  # capped at -elpd, and at its MCSE
+    assert "by no more than its MCSE" in note
