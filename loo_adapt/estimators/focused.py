@@ -411,10 +411,10 @@ def _kept_rows_move(first, second, again, y=None):
     widen = float(np.hypot(first_sum, c - step.sum()))
     offset[keep] = widen * mcse / mcse.sum()
     pos, block = first.sum_mcse[0]
-    note = (f"The {j.size} rows the mixture fit focused on {_rows(len(first))} left above the "
+    note = (f"The {_rows(j.size)} the mixture fit focused on {_rows(len(first))} left above the "
             f"bar came out {-c:+.3g} in all from a second fit over them alone (standard error "
             f"{se:.2g}): a row whose draws caught its tail lands above the bar, one whose "
-            f"draws missed it is kept, so the {int(keep.sum())} rows that fit verified are "
+            f"draws missed it is kept, so the {_rows(int(keep.sum()))} that fit verified are "
             f"moved by {float(step.sum()):+.3g} in all, each by {frac:+.2f} of its MCSE"
             + (f" (not {c:+.3g}: by no more than its MCSE)" if abs(step.sum() - c) > 1e-12
                else "") + f"; the MCSE of their sum is widened by {widen:.2g} for that "
