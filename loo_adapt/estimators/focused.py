@@ -403,9 +403,15 @@ def _kept_rows_move(first, second, again, y=None):
     # each row by the same fraction of its own MCSE, at most all of it
     frac = float(np.clip(c / mcse.sum(), -1.0, 1.0))
     step = frac * mcse
+    stops = []  # why the rows move by less than ``c``
+    if abs(c) > mcse.sum():
+        stops.append("by no more than its MCSE")
     if y is not None:  # a 0 / 1 outcome's LOO density stays at most one
         binary = np.isin(np.asarray(y, dtype=float)[keep], (0.0, 1.0))
-        step = np.where(binary, np.minimum(step, -e1[keep]), step)
+        at_zero = binary & (step > -e1[keep])
+        if at_zero.any():
+            step = np.where(at_zero, -e1[keep], step)
+            stops.append(f"{_rows(int(at_zero.sum()))} of a 0 / 1 outcome to an elpd of 0")
     offset = np.zeros(len(first))
     # the total holds the second fit's rows too, whose block carries its part of ``se``
     widen = float(np.hypot(first_sum, c - step.sum()))
@@ -416,8 +422,8 @@ def _kept_rows_move(first, second, again, y=None):
             f"{se:.2g}): a row whose draws caught its tail lands above the bar, one whose "
             f"draws missed it is kept, so the {_rows(int(keep.sum()))} that fit verified are "
             f"moved by {float(step.sum()):+.3g} in all, each by {frac:+.2f} of its MCSE"
-            + (f" (not {c:+.3g}: by no more than its MCSE)" if abs(step.sum() - c) > 1e-12
-               else "") + f"; the MCSE of their sum is widened by {widen:.2g} for that "
+            + (f" (not {c:+.3g}: {', '.join(stops)})" if stops else "")
+            + f"; the MCSE of their sum is widened by {widen:.2g} for that "
             "move's own error")
     return (keep, step,
             (pos, _WithSharedOffset(block, frozen(offset[np.asarray(pos)]))), note)
@@ -579,14 +585,13 @@ class FocusedMixIS:
                                    for r, s in zip(first.reason[j], second.reason)]
             for t, jj in enumerate(j):
                 records[jj] = second.row_draws[t]
-            moved = _kept_rows_move(first, second, again,
-                                    None if ctx.y is None else np.asarray(ctx.y)[first.rows])
+            y = None if ctx.y is None else np.asarray(ctx.y)[first.rows]
+            moved = _kept_rows_move(first, second, again, y)
             if moved is not None:
                 keep, step, block, note = moved
                 merged["elpd_i"][keep] += step
-                if merged["loo_prob"] is not None and ctx.y is not None:
-                    merged["loo_prob"][keep] = _moved_prob(
-                        first.loo_prob, np.asarray(ctx.y)[first.rows], keep, -step)
+                if merged["loo_prob"] is not None and y is not None:
+                    merged["loo_prob"][keep] = _moved_prob(first.loo_prob, y, keep, -step)
                 blocks = (block,) + blocks[1:]
                 cut += (note,)
             # the second fit's block claims its rows after the first's (`PointwiseLoo.merge`)
