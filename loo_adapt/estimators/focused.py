@@ -438,6 +438,8 @@ class FocusedMixIS:
     max_mcse : a row is verified where its MCSE is at most this (backed by at least
         `loo_adapt.estimators.mixture_checks.MIN_DRAWS` draws and ``MIN_ESS`` effective draws).
     mcse : the pointwise MCSE of `loo_adapt.core.mixis.mixis_loo`.
+    bias : its bias correction ("delta": each row's second-order bias subtracted,
+        `loo_adapt.core.mixis.second_order_bias`, as `loo_adapt.estimators.mixis.MixIS`).
     chains, draws : of the focused fit (its warm-up: that of
         `loo_adapt.stan.mixture_fit.fit_mixture`, 100 iterations after a warm start);
         ``draws`` is the most: with ``size_first`` the first fit draws `first_draws`, what the
@@ -464,6 +466,7 @@ class FocusedMixIS:
 
     max_mcse: float = 0.1
     mcse: str = "skew"
+    bias: str | None = "delta"
     chains: int = 4
     draws: int = 1000
     name: str = "mixis_focused"
@@ -499,7 +502,7 @@ class FocusedMixIS:
             return self._skip(rows, f"the focused fit has {ll.reshape(fit.n_samples, -1).shape[1]}"
                                     f" observations, the LOO has {n}")
         sub = ll.reshape(fit.n_chains, -1, n)[..., rows]
-        est = mixis_loo(sub, mcse=self.mcse)
+        est = mixis_loo(sub, mcse=self.mcse, bias=self.bias)
         untold = ""
         if not ctx.draws.is_approximate:
             check = mixture_draws_check(ctx.log_lik[:, rows], sub.reshape(-1, rows.size),
