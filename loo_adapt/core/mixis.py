@@ -302,7 +302,9 @@ def mixis_loo(log_lik, mcse: str = "skew", bias: str | None = None):
         each row's skewness (`skew_inflation`); "delta" the delta method alone; "chains"
         the delta method times `chain_inflation`, which the chains' disagreement sets.
     bias : None (default) the plain estimator; "delta" subtracts each row's second-order
-        bias (`second_order_bias`, recorded as ``bias_i``).  The MCSE is unchanged.
+        bias (`second_order_bias`; what was subtracted is ``bias_i``), at most to an elpd_i
+        of 0 where the likelihood is at most one at every draw (a probability: its LOO
+        density is too).  The MCSE is unchanged.
 
     Returns
     -------
@@ -315,8 +317,12 @@ def mixis_loo(log_lik, mcse: str = "skew", bias: str | None = None):
     arr = _as_draws(log_lik)
     out = _mixis_loo(arr, mcse)
     if bias == "delta":
-        out.bias_i = second_order_bias(arr, out.log_weights)
-        out.elpd_i = out.elpd_i - out.bias_i
+        elpd = out.elpd_i - second_order_bias(arr, out.log_weights)
+        # a likelihood at most one at every draw (a probability) has a LOO density at most one
+        at_most_one = arr.max(axis=(0, 1)) <= 0.0
+        elpd = np.where(at_most_one, np.minimum(elpd, 0.0), elpd)
+        out.bias_i = out.elpd_i - elpd
+        out.elpd_i = elpd
         out.p_loo_i = out.lpd_i - out.elpd_i
     return out
 

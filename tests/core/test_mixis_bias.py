@@ -66,3 +66,21 @@ def test_the_correction_vanishes_with_many_draws_and_the_mcse_is_kept():
 def test_an_unknown_bias_method_is_refused():
     with pytest.raises(ValueError, match="bias must be one of"):
         mixis_loo(np.zeros((2, 10, 3)), bias="jackknife")
+
+
+def test_a_probability_row_is_not_corrected_past_a_density_of_one(monkeypatch):
+    """Rows whose likelihood is at most one at every draw (a 0 / 1 outcome) have a LOO
+    density at most one: however large a negative second-order term (forced here to -1),
+    their corrected elpd_i stays <= 0, while a density row (likelihood above one at some
+    draws) takes the whole correction."""
+    import loo_adapt.core.mixis as core_mixis
+
+    rng = np.random.default_rng(2)
+    ll = np.log(rng.uniform(0.2, 1.0, size=(4, 100, 3)))
+    ll[..., 2] = rng.normal(0.5, 0.3, size=(4, 100))  # a density above one
+    plain = mixis_loo(ll)
+    monkeypatch.setattr(core_mixis, "second_order_bias", lambda *a: np.full(3, -1.0))
+    out = mixis_loo(ll, bias="delta")
+    assert np.all(out.elpd_i[:2] == 0.0) and np.all(plain.elpd_i[:2] > -1.0)
+    assert out.elpd_i[2] == pytest.approx(plain.elpd_i[2] + 1.0)
+    np.testing.assert_allclose(plain.elpd_i - out.elpd_i, out.bias_i)
