@@ -322,7 +322,7 @@ class _Rows:
     r_eff: np.ndarray
     method: np.ndarray
     reason: np.ndarray
-    bernoulli: dict  # row -> (log_weights, p1) giving the row's Bernoulli predictive
+    bernoulli: dict  # row -> (log_weights, p1, its loo_prob or None): its Bernoulli predictive
     n_draws: int  # S of the posterior draws
     split: np.ndarray  # pooled rows: the number of leading posterior draws, else 0
 
@@ -390,7 +390,7 @@ def _prepare(result, log_weights, values, row_draws, *, draws=None, binary=False
             out.log_weights[i] = out.log_ratios[i] = rec.all_weights()[0]
         elif rec is not None and rec.p1 is not None and binary:
             lw_i, p1_i = rec.all_weights()
-            out.bernoulli[i] = (lw_i, p1_i)
+            out.bernoulli[i] = (lw_i, p1_i, _row_prob(res, i))
             out.log_weights[i] = out.log_ratios[i] = lw_i
             out.values[i] = np.asarray(p1_i, dtype=float)
         else:
@@ -406,6 +406,16 @@ def _prepare(result, log_weights, values, row_draws, *, draws=None, binary=False
 def _is_binary(a) -> bool:
     a = np.asarray(a, dtype=float)
     return bool(a.size and np.isin(a, (0.0, 1.0)).all())
+
+
+def _row_prob(res, i):
+    """The row's own P(y_i = 1 | y_-i) (``loo_prob``: its weights' estimate, with what the
+    estimator did to its elpd_i after weighting: a bias correction, a move of kept rows),
+    or None where the result has none (then the weights give it)."""
+    prob = None if res is None else getattr(res, "loo_prob", None)
+    if prob is None or not np.isfinite(prob[i]):
+        return None
+    return float(prob[i])
 
 
 def _bernoulli_expectation(p, kind, probs):
@@ -432,8 +442,9 @@ def loo_expectations(result, values, *, kind: str = "mean", probs=None, log_weig
       weights on the mixture draws (any outcome, any ``kind``);
     * every estimator (adaptive IS, moment matching, MixIS, refits) for a binary outcome
       (``values`` all 0/1, taken to be draws of y_rep): the Bernoulli predictive with
-      P(y_i = 1 | y_-i) = sum_s w_s P(y_i = 1 | theta_s) from the estimator's own draws and
-      final weights (so the mean equals the row's ``loo_prob``; var p(1 - p); quantiles
+      P(y_i = 1 | y_-i) the row's ``loo_prob``: sum_s w_s P(y_i = 1 | theta_s) from the
+      estimator's own draws and final weights, moved with its elpd_i where the estimator
+      moved that (MixIS's bias correction, kept rows' moves) (var p(1 - p); quantiles
       0 or 1);
     * otherwise (adaptive IS or moment matching with a continuous outcome: y_rep was not
       drawn at the transformed draws) NaN, with a ``reason`` naming the fix
@@ -479,8 +490,8 @@ def loo_expectations(result, values, *, kind: str = "mean", probs=None, log_weig
               for i, (r, w) in enumerate(zip(rows.log_ratios, rows.log_weights))]
     value, khat = e_loo_rows(rows.values, rows.log_weights, kind, probs, log_ratios=cols_r,
                              r_eff=rows.r_eff, split=rows.split)
-    for i, (lw_i, p1_i) in rows.bernoulli.items():
-        p = float(np.sum(np.exp(lw_i) * p1_i))
+    for i, (lw_i, p1_i, p_row) in rows.bernoulli.items():
+        p = float(np.sum(np.exp(lw_i) * p1_i)) if p_row is None else p_row
         value[i] = _bernoulli_expectation(min(max(p, 0.0), 1.0), kind, probs)
     _warn_nan_rows(value, rows.reason, "loo_expectations")
     return LooExpectation(value=value, pareto_k=khat, method=rows.method, reason=rows.reason,
@@ -515,9 +526,9 @@ def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None, dr
       weights on the mixture draws (any outcome);
     * every estimator (adaptive IS, moment matching, MixIS, refits) for a binary outcome
       (``y`` all 0/1): the randomised PIT of the Bernoulli predictive, (1 - p) [y = 1] +
-      u P(y_rep = y) with p = sum_s w_s P(y_i = 1 | theta_s) on the estimator's own draws
-      and final weights (p is the row's ``loo_prob``), and the same uniform u as the PSIS
-      rows (one per row from ``seed``);
+      u P(y_rep = y) with p the row's ``loo_prob`` (sum_s w_s P(y_i = 1 | theta_s) on the
+      estimator's own draws and final weights, moved with its elpd_i), and the same
+      uniform u as the PSIS rows (one per row from ``seed``);
     * otherwise (adaptive IS or moment matching with a continuous outcome) NaN, with a
       ``reason`` naming the fix (``estimator="mixis"`` or ``row_draws=``).
 
@@ -554,9 +565,10 @@ def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None, dr
         raise ValueError(f"y has {y.size} observations, y_rep {len(rows.values)}")
     cols_y, cols_w = list(rows.values), list(rows.log_weights)
     ind = [(c <= yy).astype(float) for c, yy in zip(cols_y, y)]
-    for i, (lw_i, p1_i) in rows.bernoulli.items():
+    for i, (lw_i, p1_i, p_row) in rows.bernoulli.items():
         # the Bernoulli predictive as two weighted points: the same randomisation as draws
-        p = min(max(float(np.sum(np.exp(lw_i) * p1_i)), 0.0), 1.0)
+        p = float(np.sum(np.exp(lw_i) * p1_i)) if p_row is None else p_row
+        p = min(max(p, 0.0), 1.0)
         ind[i] = np.asarray(p1_i, dtype=float)
         with np.errstate(divide="ignore"):
             cols_y[i], cols_w[i] = np.array([0.0, 1.0]), np.log([1.0 - p, p])

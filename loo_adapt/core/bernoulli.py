@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bernoulli_log_p1", "loo_prob_from_log_lik"]
+__all__ = ["bernoulli_log_p1", "loo_prob_from_log_lik", "moved_loo_prob"]
 
 
 def bernoulli_log_p1(log_lik, y):
@@ -56,3 +56,25 @@ def loo_prob_from_log_lik(log_lik, log_weights, y, log_p1=None) -> np.ndarray:
     if log_p1 is None:
         log_p1 = bernoulli_log_p1(log_lik, y)
     return np.sum(np.exp(log_weights + log_p1), axis=0)
+
+
+def moved_loo_prob(loo_prob, y, rows, step):
+    """P(y_i = 1 | y_-i) of ``rows`` after their elpd_i moved by ``-step``: the observed
+    outcome's probability times exp(-step); as they were where the outcome is not a known
+    0 / 1 (their probabilities are NaN there anyway, or the observed one is unknown).
+
+    Examples
+    --------
+    >>> p = moved_loo_prob([0.8, 0.3, 0.5], [1, 0, 1], [0, 1], [0.1, 0.1])
+    >>> np.round(p, 4).tolist()  # 0.8 exp(-0.1), 1 - 0.7 exp(-0.1)
+    [0.7239, 0.3666]
+    """
+    if loo_prob is None:
+        return None
+    p1 = np.asarray(loo_prob, dtype=float)[rows]
+    if y is None:
+        return p1
+    yr = np.asarray(y, dtype=float)[rows]
+    shrink = np.exp(-np.asarray(step, dtype=float))
+    out = np.where(yr == 1, p1 * shrink, p1)
+    return np.where(yr == 0, 1.0 - (1.0 - p1) * shrink, out)

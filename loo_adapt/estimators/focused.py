@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from loo_adapt.core.bernoulli import moved_loo_prob
+
 __all__ = ["FocusedMixIS", "FOCUS_SEED_OFFSET", "posterior_tree_depth", "AGAIN_MARGIN",
            "AGAIN_MIN_DRAWS", "again_draws", "focus_draws", "FOCUS_CUT",
            "reweighted_influence"]
@@ -302,28 +304,6 @@ def _second_opinion(ctx, rows, est, failed: str, what: str) -> str:
             "focused estimates are used, each row verified by its own MCSE")
 
 
-def _moved_prob(loo_prob, y, rows, step):
-    """P(y_i = 1 | y_-i) of ``rows`` after their elpd_i moved by ``-step``: the observed
-    outcome's probability times exp(-step); as they were where the outcome is not a known
-    0 / 1 (their probabilities are NaN there anyway, or the observed one is unknown).
-
-    Examples
-    --------
-    >>> p = _moved_prob([0.8, 0.3, 0.5], [1, 0, 1], [0, 1], [0.1, 0.1])
-    >>> np.round(p, 4).tolist()  # 0.8 exp(-0.1), 1 - 0.7 exp(-0.1)
-    [0.7239, 0.3666]
-    """
-    if loo_prob is None:
-        return None
-    p1 = np.asarray(loo_prob, dtype=float)[rows]
-    if y is None:
-        return p1
-    yr = np.asarray(y, dtype=float)[rows]
-    shrink = np.exp(-np.asarray(step, dtype=float))
-    out = np.where(yr == 1, p1 * shrink, p1)
-    return np.where(yr == 0, 1.0 - (1.0 - p1) * shrink, out)
-
-
 def _block_sum_mcse(est, mask) -> float | None:
     """The MCSE of the sum of ``est``'s rows at ``mask`` from the one fit block that holds
     them all (`Estimate.sum_mcse`), None where no single block does."""
@@ -519,6 +499,8 @@ class FocusedMixIS:
         if ctx.y is not None:
             log_p1 = bernoulli_log_p1(sub, ctx.y[rows])
             prob = mixis_loo_prob(sub, log_p1, log_weights=est.log_weights)
+            if est.bias_i is not None:  # the observed outcome's probability as its elpd_i
+                prob = moved_loo_prob(prob, ctx.y[rows], slice(None), est.bias_i)
             p1 = np.exp(log_p1.reshape(-1, rows.size))
             p1.setflags(write=False)
         lw = est.log_weights
@@ -594,7 +576,7 @@ class FocusedMixIS:
                 keep, step, block, note = moved
                 merged["elpd_i"][keep] += step
                 if merged["loo_prob"] is not None and y is not None:
-                    merged["loo_prob"][keep] = _moved_prob(first.loo_prob, y, keep, -step)
+                    merged["loo_prob"][keep] = moved_loo_prob(first.loo_prob, y, keep, -step)
                 blocks = (block,) + blocks[1:]
                 cut += (note,)
             # the second fit's block claims its rows after the first's (`PointwiseLoo.merge`)

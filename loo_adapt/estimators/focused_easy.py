@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from loo_adapt.core.bernoulli import moved_loo_prob
 from loo_adapt.core.pool import agreement
 from loo_adapt.estimators.focused import (
     FocusedMixIS,
@@ -30,7 +31,6 @@ from loo_adapt.estimators.focused import (
     _config_int,
     _from_mixis,
     _full_mixture,
-    _moved_prob,
     _WithSharedOffset,
     posterior_tree_depth,
 )
@@ -362,7 +362,7 @@ class FocusedEasyMixIS(FocusedMixIS):
         step = np.where(moved, half, 0.0)
         return Estimate.of_result(
             "mixis", result, kept, notes=(note,), elpd_i=result.elpd_i[kept] - step,
-            loo_prob=_moved_prob(result.loo_prob, result.y, kept, step),
+            loo_prob=moved_loo_prob(result.loo_prob, result.y, kept, step),
             sum_mcse=((np.arange(kept.size), _WithSharedOffset(_Restricted(sums, keep),
                                                                frozen(offset))),))
 

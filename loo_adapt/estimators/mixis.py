@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from loo_adapt.core.bernoulli import bernoulli_log_p1
+from loo_adapt.core.bernoulli import bernoulli_log_p1, moved_loo_prob
 from loo_adapt.core.fmt import comparison
 from loo_adapt.core.mixis import mixis_loo, mixis_loo_prob
 from loo_adapt.core.skew import snis_influence_moments
@@ -330,6 +330,8 @@ class MixIS:
         if ctx.y is not None:
             log_p1 = bernoulli_log_p1(ll, ctx.y)
             prob = mixis_loo_prob(ll, log_p1, log_weights=est.log_weights)[rows]
+            if est.bias_i is not None:  # the observed outcome's probability as its elpd_i
+                prob = moved_loo_prob(prob, ctx.y[rows], slice(None), est.bias_i[rows])
             p1 = np.exp(log_p1.reshape(-1, n))
             p1.setflags(write=False)
         # one shared (S, n) weight matrix; each row's record holds views of its column
