@@ -65,6 +65,14 @@ def _draws(y, m_loo, mix_p, rng, S):
     return norm.logpdf(y, mu_post[..., None]), norm.logpdf(y, mu_mix[..., None])
 
 
+def _mixis_quiet(ll_post, ll_mix, **kw):
+    """`loo_adapt.loo` with MixIS on the mixture draws ``ll_mix``, warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return loo_adapt.loo(read_dict({"log_lik": ll_post}, method="mcmc"), estimator="mixis",
+                             mixis_draws=read_dict({"log_lik": ll_mix}, method="mcmc"), **kw)
+
+
 def test_mixis_mcse_of_sum_is_calibrated_over_replicates():
     """The spread of MixIS's total (and of a weighted sum) over 60 independent mixture samples
     matches its reported `mcse_of_sum`, which sees the rows' shared draws; adding the
@@ -134,12 +142,7 @@ def test_pooled_rows_skew_mcse_is_calibrated_and_never_narrower():
         ll_post, ll_mix = _draws(y, m_loo, mix_p, rng, 2000)
         out = {}
         for mcse in ("skew", "delta"):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out[mcse] = loo_adapt.loo(
-                    read_dict({"log_lik": ll_post}, method="mcmc"), estimator="mixis",
-                    mixis_mcse=mcse,
-                    mixis_draws=read_dict({"log_lik": ll_mix}, method="mcmc")).loo_adapt
+            out[mcse] = _mixis_quiet(ll_post, ll_mix, mixis_mcse=mcse).loo_adapt
         skew, delta = out["skew"], out["delta"]
         both = (skew.method == "mixis+psis") & (delta.method == "mixis+psis")
         z.extend((skew.elpd_i - truth)[both] / skew.mcse_elpd_i[both])
@@ -305,12 +308,7 @@ def test_rows_that_disagree_within_far_z_are_pooled_and_err_less():
         psis = loo_pointwise(ll_post.reshape(-1, y.size), warn=False)
         out = {}
         for pool in (None, 0.5):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out[pool] = loo_adapt.loo(
-                    read_dict({"log_lik": ll_post}, method="mcmc"), estimator="mixis",
-                    mixis_pool_khat=pool,
-                    mixis_draws=read_dict({"log_lik": ll_mix}, method="mcmc")).loo_adapt
+            out[pool] = _mixis_quiet(ll_post, ll_mix, mixis_pool_khat=pool).loo_adapt
         alone, pooled = out[None], out[0.5]
         z = (psis.elpd_i - alone.elpd_i) / np.hypot(psis.mcse_elpd_i, alone.mcse_elpd_i)
         rows = (np.abs(z) > 2) & (np.abs(z) < 4) & (psis.pareto_k < 0.5)
