@@ -263,7 +263,7 @@ def second_order_bias(log_lik, log_weights) -> np.ndarray:
     so ``E[elpd_i^] - elpd_i = (V_D,i - V_N) / 2`` with ``V_N`` the squared relative Monte
     Carlo error of ``mean(a)`` (a_s = 1 / sum_j 1/l_sj) and ``V_D,i`` that of ``mean(b_i)``
     (b_si = a_s / l_si), each from the variance of the draws' relative values over their
-    multi-chain effective sample size (`loo_adapt.core.ess_split.ess_mean`).  ``V_D,i`` is the
+    multi-chain effective sample size (`loo_adapt.core.skew.influence_ess`).  ``V_D,i`` is the
     larger where the row's leave-one-out draws are few: the plain estimate leans optimistic
     by about this much (i.i.d. draws of an exact mixture, 20 rows, two outliers, 600
     replicates at S = 200: summed error +0.200 (se 0.028) plain, +0.115 (0.033) with it
@@ -284,9 +284,11 @@ def second_order_bias(log_lik, log_weights) -> np.ndarray:
     s = chains * draws
     neg_lse = -logsumexp(-arr, axis=-1)  # log a_s, (chains, draws)
     a = np.exp(neg_lse - logsumexp(neg_lse.reshape(-1))) * s  # a_s / mean a
-    b = np.exp(np.asarray(log_weights, dtype=np.float64)).reshape(chains, draws, n) * s
-    v_n = a.var(ddof=1) / ess_mean(a[..., None])[0]
-    v_d = b.reshape(s, n).var(axis=0, ddof=1) / ess_mean(b)
+    b = np.exp(np.asarray(log_weights, dtype=np.float64)).reshape(s, n) * s
+    a = a.reshape(s, 1)
+    # influence_ess: Stan's ESS of a mean, S for chains too short to tell or a constant column
+    v_n = a.var(ddof=1) / influence_ess(a, chains)[0]
+    v_d = b.var(axis=0, ddof=1) / influence_ess(b, chains)
     return 0.5 * (v_d - v_n)
 
 

@@ -84,3 +84,16 @@ def test_a_probability_row_is_not_corrected_past_a_density_of_one(monkeypatch):
     assert np.all(out.elpd_i[:2] == 0.0) and np.all(plain.elpd_i[:2] > -1.0)
     assert out.elpd_i[2] == pytest.approx(plain.elpd_i[2] + 1.0)
     np.testing.assert_allclose(plain.elpd_i - out.elpd_i, out.bias_i)
+
+
+def test_short_chains_and_constant_rows_get_a_finite_correction():
+    """Chains too short for Stan's ESS (2 draws each) take S as the ESS, as the MCSE does;
+    a row whose draws are all alike gets no correction; nothing is NaN."""
+    rng = np.random.default_rng(0)
+    ll = np.full((4, 100, 3), -1.0)
+    ll[..., 0] = rng.normal(size=(4, 100)) - 2.0
+    short = mixis_loo(ll[:, :2], bias="delta")
+    assert np.isfinite(short.elpd_i).all() and np.isfinite(short.bias_i).all()
+    flat = mixis_loo(np.full((4, 100, 3), -1.0), bias="delta")
+    np.testing.assert_array_equal(flat.bias_i, 0.0)
+    np.testing.assert_allclose(flat.elpd_i, -1.0)
