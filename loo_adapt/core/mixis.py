@@ -256,7 +256,7 @@ MCSE_METHODS = ("skew", "delta", "chains")
 BIAS_METHODS = (None, "delta")
 
 
-def second_order_bias(log_lik, log_weights) -> np.ndarray:
+def second_order_bias(result) -> np.ndarray:
     """The second-order bias of MixIS's ``elpd_i = log mean(a) - log mean(b_i)``.
 
     For the log of a mean, ``E[log xbar] - log mu = -Var(xbar) / (2 mu^2)`` to second order,
@@ -271,21 +271,18 @@ def second_order_bias(log_lik, log_weights) -> np.ndarray:
 
     Parameters
     ----------
-    log_lik : (chains, draws, n) log-likelihood at the mixture draws.
-    log_weights : (S, n) MixIS log weights normalised per observation
-        (`MixISResult.log_weights`).
+    result : `MixISResult` of the plain estimate: its ``log_weights`` give b_si / mean(b_i)
+        and its ``influence`` (a_s / mean(a) - b_si / mean(b_i)) then a_s / mean(a), with no
+        second pass over the log-likelihood.
 
     Returns
     -------
     (n,) array: the bias of each elpd_i (subtract it to correct).
     """
-    arr = np.asarray(log_lik, dtype=np.float64)
-    chains, draws, n = arr.shape
+    chains, draws, n = result.influence.shape
     s = chains * draws
-    neg_lse = -logsumexp(-arr, axis=-1)  # log a_s, (chains, draws)
-    a = np.exp(neg_lse - logsumexp(neg_lse.reshape(-1))) * s  # a_s / mean a
-    b = np.exp(np.asarray(log_weights, dtype=np.float64)).reshape(s, n) * s
-    a = a.reshape(s, 1)
+    b = np.exp(result.log_weights) * s  # b_si / mean(b_i), (S, n)
+    a = (result.influence.reshape(s, n)[:, 0] + b[:, 0]).reshape(s, 1)  # a_s / mean(a)
     # influence_ess: Stan's ESS of a mean, S for chains too short to tell or a constant column
     v_n = a.var(ddof=1) / influence_ess(a, chains)[0]
     v_d = b.var(axis=0, ddof=1) / influence_ess(b, chains)
@@ -319,7 +316,7 @@ def mixis_loo(log_lik, mcse: str = "skew", bias: str | None = None):
     arr = _as_draws(log_lik)
     out = _mixis_loo(arr, mcse)
     if bias == "delta":
-        elpd = out.elpd_i - second_order_bias(arr, out.log_weights)
+        elpd = out.elpd_i - second_order_bias(out)
         # a likelihood at most one at every draw (a probability) has a LOO density at most one
         at_most_one = arr.max(axis=(0, 1)) <= 0.0
         elpd = np.where(at_most_one, np.minimum(elpd, 0.0), elpd)
