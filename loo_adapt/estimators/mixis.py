@@ -67,7 +67,7 @@ POOL_MIN_DRAWS = 2000
 #: disagree beyond `FAR_Z` (which unverifies the row): keeping MixIS alone on the rows that
 #: disagree by 2-4 combined MCSEs, as before, kept the rows where MixIS had erred most (the
 #: more precise PSIS is the nearer there), and on the choose half pooling them cut the
-#: RMSE by 10-25% on logistic_n300 (rms z 1.20 -> 0.92-1.00) and by up to 13% on relu5
+#: RMSE by 8-24% on logistic_n300 (rms z 1.20 -> 0.96) and by up to 13% on relu5
 #: (`benchmarks/results/row_pooling.txt`).
 POOL_AGREE_Z = 2.0
 #: A disagreement beyond this many combined MCSEs (where PSIS's MCSE can be trusted, k-hat
