@@ -322,7 +322,7 @@ class _Rows:
     r_eff: np.ndarray
     method: np.ndarray
     reason: np.ndarray
-    bernoulli: dict  # row -> (log_weights, p1, its loo_prob or None): its Bernoulli predictive
+    bernoulli: dict  # row -> (p1, P(y_i = 1 | y_-i) by `_row_prob`): its Bernoulli predictive
     n_draws: int  # S of the posterior draws
     split: np.ndarray  # pooled rows: the number of leading posterior draws, else 0
 
@@ -390,7 +390,7 @@ def _prepare(result, log_weights, values, row_draws, *, draws=None, binary=False
             out.log_weights[i] = out.log_ratios[i] = rec.all_weights()[0]
         elif rec is not None and rec.p1 is not None and binary:
             lw_i, p1_i = rec.all_weights()
-            out.bernoulli[i] = (lw_i, p1_i, _row_prob(res, i))
+            out.bernoulli[i] = (p1_i, _row_prob(res, i, lw_i, p1_i))
             out.log_weights[i] = out.log_ratios[i] = lw_i
             out.values[i] = np.asarray(p1_i, dtype=float)
         else:
@@ -408,14 +408,16 @@ def _is_binary(a) -> bool:
     return bool(a.size and np.isin(a, (0.0, 1.0)).all())
 
 
-def _row_prob(res, i):
-    """The row's own P(y_i = 1 | y_-i) (``loo_prob``: its weights' estimate, with what the
-    estimator did to its elpd_i after weighting: a bias correction, a move of kept rows),
-    or None where the result has none (then the weights give it)."""
+def _row_prob(res, i, lw_i, p1_i) -> float:
+    """The row's own P(y_i = 1 | y_-i) in [0, 1]: its ``loo_prob`` (its weights' estimate,
+    with what the estimator did to its elpd_i after weighting: a bias correction, a move of
+    kept rows), or where the result has none the weights' sum_s w_s P(y_i = 1 | theta_s)."""
     prob = None if res is None else getattr(res, "loo_prob", None)
     if prob is None or not np.isfinite(prob[i]):
-        return None
-    return float(prob[i])
+        p = float(np.sum(np.exp(lw_i) * p1_i))
+    else:
+        p = float(prob[i])
+    return min(max(p, 0.0), 1.0)
 
 
 def _bernoulli_expectation(p, kind, probs):
@@ -490,9 +492,8 @@ def loo_expectations(result, values, *, kind: str = "mean", probs=None, log_weig
               for i, (r, w) in enumerate(zip(rows.log_ratios, rows.log_weights))]
     value, khat = e_loo_rows(rows.values, rows.log_weights, kind, probs, log_ratios=cols_r,
                              r_eff=rows.r_eff, split=rows.split)
-    for i, (lw_i, p1_i, p_row) in rows.bernoulli.items():
-        p = float(np.sum(np.exp(lw_i) * p1_i)) if p_row is None else p_row
-        value[i] = _bernoulli_expectation(min(max(p, 0.0), 1.0), kind, probs)
+    for i, (_, p) in rows.bernoulli.items():
+        value[i] = _bernoulli_expectation(p, kind, probs)
     _warn_nan_rows(value, rows.reason, "loo_expectations")
     return LooExpectation(value=value, pareto_k=khat, method=rows.method, reason=rows.reason,
                           kind=kind, probs=probs)
@@ -565,10 +566,8 @@ def loo_pit(result, y, y_rep, *, log_weights=None, row_draws=None, seed=None, dr
         raise ValueError(f"y has {y.size} observations, y_rep {len(rows.values)}")
     cols_y, cols_w = list(rows.values), list(rows.log_weights)
     ind = [(c <= yy).astype(float) for c, yy in zip(cols_y, y)]
-    for i, (lw_i, p1_i, p_row) in rows.bernoulli.items():
+    for i, (p1_i, p) in rows.bernoulli.items():
         # the Bernoulli predictive as two weighted points: the same randomisation as draws
-        p = float(np.sum(np.exp(lw_i) * p1_i)) if p_row is None else p_row
-        p = min(max(p, 0.0), 1.0)
         ind[i] = np.asarray(p1_i, dtype=float)
         with np.errstate(divide="ignore"):
             cols_y[i], cols_w[i] = np.array([0.0, 1.0]), np.log([1.0 - p, p])

@@ -230,9 +230,7 @@ def loo_score(result, y, y_rep, *, kind: str = "crps", log_weights=None, row_dra
         pairs = _pairs(y_rep2, rows, log_lik, permutation, seed, r_eff)
     for i in range(n):
         if i in rows.bernoulli:
-            lw_i, p1_i, p_row = rows.bernoulli[i]
-            p = float(np.sum(np.exp(lw_i) * p1_i)) if p_row is None else p_row
-            p = min(max(p, 0.0), 1.0)
+            p = rows.bernoulli[i][1]
             exy = 1.0 - p if y[i] == 1.0 else p
             score[i] = _score(exy, 2.0 * p * (1.0 - p), kind)
             continue
