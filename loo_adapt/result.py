@@ -86,7 +86,7 @@ class PointwiseLoo:
         ``new_record``: whether it gave the row a draws record of its own (a stage that
         corrects or re-judges earlier estimates passes the rows' records on).
     draws_method : origin of the draws ("mcmc", "advi", "laplace", "pathfinder", ...).
-    row_draws : per observation the `loo_adapt.estimators.base.RowDraws` of the estimator
+    row_draws : per observation the `loo_adapt.estimators.estimate.RowDraws` of the estimator
         that produced the row (its draws and final weights; None for plain PSIS rows, whose
         weights are the posterior PSIS weights, and for estimators that keep none).
     pareto_k_pq : for draws of an approximation q, the Pareto k-hat of p/q (how well q stands in
@@ -186,7 +186,7 @@ class PointwiseLoo:
 
         Parameters
         ----------
-        estimate : `loo_adapt.estimators.base.Estimate`.
+        estimate : `loo_adapt.estimators.estimate.Estimate`.
         accept : bool array aligned with ``estimate.rows``: which rows to write (default:
             all).  Rows not accepted keep their previous estimate; their ``reason`` gains
             the estimate's reason, and the attempt is recorded in ``history``.

@@ -25,7 +25,8 @@ DOCTEST_MODULES = (
     "loo_adapt.core.checks", "loo_adapt.core.ess", "loo_adapt.core.psis", "loo_adapt.core.pool",
     "loo_adapt.evaluation.metrics", "loo_adapt.io.columns", "loo_adapt.io.arrays",
     "loo_adapt.result", "loo_adapt.models.relu", "loo_adapt.subsample",
-    "loo_adapt.estimators.base", "loo_adapt.compare", "loo_adapt.score",
+    "loo_adapt.estimators.base", "loo_adapt.estimators.estimate", "loo_adapt.compare",
+    "loo_adapt.score",
     "loo_adapt.evaluation.diagnostics", "loo_adapt.core.fmt",
 )
 

@@ -41,7 +41,7 @@ from loo_adapt.estimators.adaptive_candidates import (
     _logsig_at,
     row_candidates,
 )
-from loo_adapt.estimators.base import Estimate, RowDraws, frozen
+from loo_adapt.estimators.estimate import Estimate, RowDraws, frozen
 from loo_adapt.result import PointwiseLoo
 from loo_adapt.transforms import DEFAULT_RHO, TRANSFORMS, posterior_sd, posterior_terms
 

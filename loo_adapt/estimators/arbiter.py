@@ -32,7 +32,7 @@ import numpy as np
 
 from loo_adapt.core.pool import agree_z
 from loo_adapt.core.pool import agreement as _agreement
-from loo_adapt.estimators.base import Estimate
+from loo_adapt.estimators.estimate import Estimate
 from loo_adapt.result import add_reason
 
 __all__ = ["RefitArbiter"]

@@ -364,7 +364,7 @@ def _kept_rows_move(first, second, again, y=None):
     the move +0.08 (0.05), the kept rows' rms z 1.10 -> 0.98; a cap at half the MCSE left
     +0.16 (0.05).
     """
-    from loo_adapt.estimators.base import frozen
+    from loo_adapt.estimators.estimate import frozen
 
     keep = np.asarray(first.reliable, dtype=bool) & ~np.asarray(again, dtype=bool)
     j = np.flatnonzero(again)
@@ -455,14 +455,14 @@ class FocusedMixIS:
     size_first: bool = True
 
     def _skip(self, rows, why):
-        from loo_adapt.estimators.base import Estimate
+        from loo_adapt.estimators.estimate import Estimate
 
         return Estimate.make(self.name, rows, np.nan, np.nan, False, method="mixis",
                              reason=f"focused MixIS skipped: {why}")
 
     def __call__(self, ctx, rows):
         from loo_adapt.core.mixis import bernoulli_log_p1, mixis_loo, mixis_loo_prob
-        from loo_adapt.estimators.base import Estimate, RowDraws
+        from loo_adapt.estimators.estimate import Estimate, RowDraws
         from loo_adapt.estimators.mixture_checks import (
             MIN_DRAWS,
             divergence_note,
@@ -542,7 +542,7 @@ class FocusedMixIS:
         rows ``first`` verified moved by what that fit shows on the others
         (`_kept_rows_move`; the rows' reasons say what each fit showed; notes give the move,
         and the draws when fewer)."""
-        from loo_adapt.estimators.base import Estimate
+        from loo_adapt.estimators.estimate import Estimate
         from loo_adapt.result import add_reason
 
         second = replace(self, rounds=self.rounds - 1, draws=draws, size_first=False)(

@@ -285,7 +285,7 @@ class FocusedEasyMixIS(FocusedMixIS):
         kept = self.shift_kept_rows(ctx, est)
         if kept is None:
             return est
-        from loo_adapt.estimators.base import Estimate
+        from loo_adapt.estimators.estimate import Estimate
 
         return Estimate.concat(self.name, [est, kept])
 
@@ -316,7 +316,7 @@ class FocusedEasyMixIS(FocusedMixIS):
         above the bar); the MCSE of their sum gets ``|d|`` a row, for as long as no later
         fit re-estimates them.  The move is made whatever the z of ``d``, so that it does
         not lean itself.  A note gives ``d``, its standard error and the rows."""
-        from loo_adapt.estimators.base import Estimate, _Restricted, frozen
+        from loo_adapt.estimators.estimate import Estimate, _Restricted, frozen
 
         result = ctx.result
         if result is None or not getattr(result, "mcse_blocks", None) or len(est) == 0:
@@ -394,7 +394,7 @@ class FocusedEasyMixIS(FocusedMixIS):
     def _nothing(self, why):
         """No row: the rows keep the full mixture's estimates; a note says why (none when
         ``why`` is None)."""
-        from loo_adapt.estimators.base import Estimate
+        from loo_adapt.estimators.estimate import Estimate
 
         notes = () if why is None else (f"No focused fit over the easy rows: {why}",)
         return Estimate.make(self.name, np.empty(0, np.int64), np.nan, np.nan, False,

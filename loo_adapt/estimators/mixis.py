@@ -290,7 +290,7 @@ class MixIS:
 
     def __call__(self, ctx, rows):
         from loo_adapt.core.pool import pool_log_estimates
-        from loo_adapt.estimators.base import Estimate, RowDraws
+        from loo_adapt.estimators.estimate import Estimate, RowDraws
 
         mix_draws = ctx.mixture
         ll = mix_draws.log_lik(ctx.var_name)
@@ -423,7 +423,7 @@ class MixIS:
         `OWN_FIT_FAILED` (`GIVEN_UNCHECKED`) with the check's numbers, and a note says what
         happened.  Without a result (an estimator called on its own) the rows come back
         with no estimate, like the focused stage's skipped rows."""
-        from loo_adapt.estimators.base import Estimate
+        from loo_adapt.estimators.estimate import Estimate
         from loo_adapt.result import add_reason
 
         reason = f"{GIVEN_UNCHECKED if given else OWN_FIT_FAILED} ({why})"

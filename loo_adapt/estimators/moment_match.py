@@ -309,8 +309,8 @@ class MomentMatch:
     name: str = "mm"
 
     def __call__(self, ctx, rows):
-        from loo_adapt.estimators.base import Estimate
         from loo_adapt.estimators.certify import DEFAULT_Z, DEFAULT_Z_SIDE
+        from loo_adapt.estimators.estimate import Estimate
         density = ctx.need_program("moment matching (mm)").log_density()
         upars = density.unconstrain(ctx.draws)
         rows = np.asarray(rows, dtype=np.int64)
@@ -362,7 +362,7 @@ def _row_draws(mm: MomentMatchResult, i: int, y):
     """Row i's final weights on the moment-matched draws (and P(y_i = 1) there for a binary
     y), or None where no step was accepted."""
     from loo_adapt.core.bernoulli import bernoulli_log_p1
-    from loo_adapt.estimators.base import RowDraws
+    from loo_adapt.estimators.estimate import RowDraws
 
     if i not in mm.log_weights:
         return None

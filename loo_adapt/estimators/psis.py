@@ -14,7 +14,8 @@ import numpy as np
 from loo_adapt.core import psis as _psis
 from loo_adapt.core.bernoulli import loo_prob_from_log_lik
 from loo_adapt.core.fmt import comparison
-from loo_adapt.estimators.base import Context, Estimate, psis_of_draws
+from loo_adapt.estimators.base import Context, psis_of_draws
+from loo_adapt.estimators.estimate import Estimate
 from loo_adapt.result import PointwiseLoo
 
 __all__ = ["PSIS", "psis_of_draws", "initial_result", "loo_prob_from_log_lik"]

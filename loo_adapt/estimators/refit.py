@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loo_adapt.core.bridge import HEAVY_TAIL, TAIL_KHAT, bridge_elpd
-from loo_adapt.estimators.base import Estimate
+from loo_adapt.estimators.estimate import Estimate
 
 __all__ = ["Refit", "BUDGET", "FAILED"]
 

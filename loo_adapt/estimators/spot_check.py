@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loo_adapt.estimators.base import Estimate
+from loo_adapt.estimators.estimate import Estimate
 
 __all__ = ["SpotCheck"]
 

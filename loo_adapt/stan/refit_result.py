@@ -152,7 +152,7 @@ class RefitResult:
         return (status == "skipped") | ((status == "timeout") & stopped)
 
     def to_estimate(self, y=None, notes=()):
-        """The refitted rows as an `loo_adapt.estimators.base.Estimate` (merge it with
+        """The refitted rows as an `loo_adapt.estimators.estimate.Estimate` (merge it with
         `PointwiseLoo.merge`, the only writer).
 
         Parameters
@@ -173,7 +173,7 @@ class RefitResult:
         --------
         >>> result = result.merge(refit_loo([3, 7], program).to_estimate())  # doctest: +SKIP
         """
-        from loo_adapt.estimators.base import Estimate
+        from loo_adapt.estimators.estimate import Estimate
 
         sel = np.asarray(self.refitted, dtype=bool)
         rows = np.asarray(self.indices)[sel]
@@ -194,7 +194,7 @@ class RefitResult:
         )
 
     def row_draws(self, pos: int, y=None):
-        """The held-out draws of one refit as a `loo_adapt.estimators.base.RowDraws`.
+        """The held-out draws of one refit as a `loo_adapt.estimators.estimate.RowDraws`.
 
         Parameters
         ----------
@@ -217,7 +217,7 @@ class RefitResult:
         ('refit', 0.25)
         """
         from loo_adapt.core.bernoulli import bernoulli_log_p1
-        from loo_adapt.estimators.base import RowDraws
+        from loo_adapt.estimators.estimate import RowDraws
 
         ll = self.log_lik[pos] if pos < len(self.log_lik) else None
         if ll is None:

@@ -992,7 +992,7 @@ def test_the_move_keeps_a_binary_rows_density_at_most_one():
     """A kept row of a 0 / 1 outcome at elpd -0.001 (MCSE 0.01), where the rows fitted again
     came out 0.3 lower in the second fit: moved up by its MCSE it would claim a LOO density
     above one; it stops at elpd 0, where the other kept row (a count) moves by its MCSE."""
-    from loo_adapt.estimators.base import Estimate
+    from loo_adapt.estimators.estimate import Estimate
     from loo_adapt.estimators.focused import _kept_rows_move
 
     def est(elpd, mcse, reliable):

@@ -396,7 +396,8 @@ def test_total_mcse_counts_only_the_rows_still_held_from_a_fit():
     mixture's MCSE over every row, which the result had kept, is about twice that spread."""
     import warnings
 
-    from loo_adapt.estimators.base import Context, Estimate, Stage, run_stages
+    from loo_adapt.estimators.base import Context, Stage, run_stages
+    from loo_adapt.estimators.estimate import Estimate
     from loo_adapt.estimators.mixis import MixIS
     from loo_adapt.estimators.psis import initial_result
     from loo_adapt.io.arrays import read_dict

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import loo_adapt
-from loo_adapt.estimators.base import Context, Estimate, Stage, run_stages
+from loo_adapt.estimators.base import Context, Stage, run_stages
+from loo_adapt.estimators.estimate import Estimate
 from loo_adapt.estimators.psis import PSIS, initial_result, psis_of_draws
 from loo_adapt.io.readers import read_csv, read_dict
 
@@ -67,7 +68,7 @@ def test_merge_writes_every_column_and_nan_for_what_the_stage_does_not_produce()
 def test_merge_records_which_rows_got_draws_of_their_own():
     """A stage that gives rows new draws records is told apart in the history from one that
     moves their estimates but passes their records on (`Estimate.of_result`)."""
-    from loo_adapt.estimators.base import RowDraws
+    from loo_adapt.estimators.estimate import RowDraws
 
     _, _, res = _base_result()
     rec = RowDraws(source="mixture", log_weights=np.zeros(1), p1=None, draws=None)

@@ -309,7 +309,7 @@ def test_adapted_rows_binary_expectations_match_brute_force_truth():
 
 
 def test_a_later_stage_replaces_the_row_record():
-    from loo_adapt.estimators.base import Estimate, RowDraws
+    from loo_adapt.estimators.estimate import Estimate, RowDraws
 
     y, p_loo, ll_post, ll_mix, refit_fn, y_rep = _beta_bernoulli(n=8)
     pw = _quiet_loo(read_dict({"log_lik": ll_post}, method="mcmc"), y=y, estimator="mixis",
