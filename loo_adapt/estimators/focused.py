@@ -400,8 +400,9 @@ def _kept_rows_move(first, second, again, y=None):
     note = (f"The {_rows(j.size)} the mixture fit focused on {_rows(len(first))} left above the "
             f"bar came out {-c:+.3g} in all from a second fit over them alone (standard error "
             f"{se:.2g}): a row whose draws caught its tail lands above the bar, one whose "
-            f"draws missed it is kept, so the {_rows(int(keep.sum()))} that fit verified are "
-            f"moved by {float(step.sum()):+.3g} in all, each by {frac:+.2f} of its MCSE"
+            f"draws missed it is kept, so the {_rows(int(keep.sum()))} that fit verified "
+            f"{'is' if keep.sum() == 1 else 'are'} moved by {float(step.sum()):+.3g} in all, "
+            f"each by {frac:+.2f} of its MCSE"
             + (f" (not {c:+.3g}: {', '.join(stops)})" if stops else "")
             + f"; the MCSE of their sum is widened by {widen:.2g} for that "
             "move's own error")

@@ -31,6 +31,7 @@ from loo_adapt.estimators.focused import (
     _config_int,
     _from_mixis,
     _full_mixture,
+    _rows,
     _WithSharedOffset,
     posterior_tree_depth,
 )
@@ -352,11 +353,12 @@ class FocusedEasyMixIS(FocusedMixIS):
                 "mixture verified may lean together (it sorted them by its own draws)")
         note = (f"The focused fit over the {int(ok.sum())} easy rows moved their full-mixture "
                 f"estimates by {-d:+.3g} a row on average (standard error {se:.2g}, z "
-                f"{-z:+.1f}): {lean}, and the {n_moved} verified rows still held from it "
-                f"are moved by half of that, {-half:+.3g} each ({-half * n_moved:+.3g} in "
+                f"{-z:+.1f}): {lean}, and of the rows it verified the {_rows(n_moved)} still "
+                f"held from it {'is' if n_moved == 1 else 'are'} moved by half of that, "
+                f"{-half:+.3g} each ({-half * n_moved:+.3g} in "
                 f"all); the MCSE of their sum, and of the total, is widened by {shared:.2g} "
                 "a row for what that move may miss"
-                + (f" (and by {abs(d):.3g} a row for the {later} rows above the bar, until "
+                + (f" (and by {abs(d):.3g} a row for the {_rows(later)} above the bar, until "
                    "a later fit re-estimates them)" if later else ""))
         offset = np.where(moved, shared, abs(d))
         step = np.where(moved, half, 0.0)
