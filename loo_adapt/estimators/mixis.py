@@ -179,8 +179,9 @@ def _agree(ctx, est, rows, pool, psis_se):
                 f"includes the unexplained part of the difference ({np.sqrt(extra):.2f})")
         loud = abs(z_sum) > FAR_Z  # `loo` warns with it if a row still holds MixIS's estimate
         if loud:
-            note += (f"; beyond {FAR_Z:g} MCSEs no row of them is verified: check that the "
-                     "program, its data and both fits are right")
+            note += (f"; beyond {FAR_Z:g} MCSEs no row of them is verified by these two "
+                     "fits (a later fit focused on those rows, independent of both, may "
+                     "verify them): check that the program, its data and both fits are right")
         return np.zeros_like(pool), extra, far, why, note, loud
     out = np.zeros_like(pool)
     out[j[~row_far]] = True  # within FAR_Z: see POOL_AGREE_Z
