@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loo_adapt.core._names import add_deprecated_aliases
-from loo_adapt.core.bernoulli import bernoulli_log_p1
+from loo_adapt.core.bernoulli import bernoulli_log_p1, moved_loo_prob
 from loo_adapt.core.checks import as_log_lik_array
 from loo_adapt.core.ess_split import ess_mean
 from loo_adapt.core.lse import logsumexp
@@ -60,6 +60,7 @@ __all__ = [
     "chain_inflation",
     "mixis_log_weights",
     "mixis_loo_prob",
+    "mixis_bernoulli",
     "bernoulli_log_p1",
 ]
 
@@ -499,6 +500,31 @@ def mixis_loo_prob(log_lik, log_p1, log_weights=None):
     lr = log_ratio.reshape(-1, n)
     out = logsumexp(lr + lp1.reshape(-1, n), axis=0) - logsumexp(lr, axis=0)
     return np.exp(np.minimum(out, 0.0))
+
+
+def mixis_bernoulli(log_lik, y, result):
+    """A binary outcome's parts from mixture draws: P(y_i = 1 | y_-i) of every column, moved
+    with its elpd_i where ``result`` subtracted a bias (``bias_i``; the observed outcome's
+    probability times exp(-bias_i), `loo_adapt.core.bernoulli.moved_loo_prob`), and the
+    read-only (S, n) P(y_i = 1 | theta_s) of the draws.
+
+    Parameters
+    ----------
+    log_lik : (S, n) or (chains, draws, n) log-likelihood at the mixture draws.
+    y : (n,) the 0 / 1 outcomes of those columns.
+    result : `MixISResult` of ``mixis_loo(log_lik, ...)``.
+
+    Returns
+    -------
+    (prob (n,), p1 (S, n))
+    """
+    log_p1 = bernoulli_log_p1(log_lik, y)
+    prob = mixis_loo_prob(log_lik, log_p1, log_weights=result.log_weights)
+    if result.bias_i is not None:  # the observed outcome's probability as its elpd_i
+        prob = moved_loo_prob(prob, y, slice(None), result.bias_i)
+    p1 = np.exp(log_p1.reshape(-1, prob.size))
+    p1.setflags(write=False)
+    return prob, p1
 
 
 def _loo_prob_compiled(log_weights, log_p1):

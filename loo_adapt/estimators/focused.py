@@ -462,7 +462,7 @@ class FocusedMixIS:
                              reason=f"focused MixIS skipped: {why}")
 
     def __call__(self, ctx, rows):
-        from loo_adapt.core.mixis import bernoulli_log_p1, mixis_loo, mixis_loo_prob
+        from loo_adapt.core.mixis import mixis_bernoulli, mixis_loo
         from loo_adapt.estimators.estimate import Estimate, RowDraws
         from loo_adapt.estimators.mixture_checks import (
             MIN_DRAWS,
@@ -498,12 +498,7 @@ class FocusedMixIS:
                           f"{check.message}: each row is verified by its own MCSE")
         prob = p1 = None
         if ctx.y is not None:
-            log_p1 = bernoulli_log_p1(sub, ctx.y[rows])
-            prob = mixis_loo_prob(sub, log_p1, log_weights=est.log_weights)
-            if est.bias_i is not None:  # the observed outcome's probability as its elpd_i
-                prob = moved_loo_prob(prob, ctx.y[rows], slice(None), est.bias_i)
-            p1 = np.exp(log_p1.reshape(-1, rows.size))
-            p1.setflags(write=False)
+            prob, p1 = mixis_bernoulli(sub, ctx.y[rows], est)
         lw = est.log_weights
         lw.setflags(write=False)
         records = [RowDraws("mixture", lw[:, j], None if p1 is None else p1[:, j], draws=fit,

@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from loo_adapt.core.bernoulli import bernoulli_log_p1, moved_loo_prob
+from loo_adapt.core.bernoulli import bernoulli_log_p1
 from loo_adapt.core.fmt import comparison
-from loo_adapt.core.mixis import mixis_loo, mixis_loo_prob
+from loo_adapt.core.mixis import mixis_bernoulli, mixis_loo
 from loo_adapt.core.skew import snis_influence_moments
 from loo_adapt.estimators.mixture_checks import (
     divergence_note,
@@ -329,12 +329,8 @@ class MixIS:
         est = mixis_loo(ll, mcse=self.mcse, bias=self.bias)
         prob = p1 = None
         if ctx.y is not None:
-            log_p1 = bernoulli_log_p1(ll, ctx.y)
-            prob = mixis_loo_prob(ll, log_p1, log_weights=est.log_weights)[rows]
-            if est.bias_i is not None:  # the observed outcome's probability as its elpd_i
-                prob = moved_loo_prob(prob, ctx.y[rows], slice(None), est.bias_i[rows])
-            p1 = np.exp(log_p1.reshape(-1, n))
-            p1.setflags(write=False)
+            prob, p1 = mixis_bernoulli(ll, ctx.y, est)
+            prob = prob[rows]
         # one shared (S, n) weight matrix; each row's record holds views of its column
         lw = est.log_weights
         lw.setflags(write=False)
