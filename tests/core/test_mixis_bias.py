@@ -3,22 +3,15 @@ closed-form LOO over replicates of exact mixture draws."""
 
 import numpy as np
 import pytest
+from normal_mean_loo import normal_mean_loo
 from scipy.stats import norm
 
 from loo_adapt.core.mixis import mixis_loo
 
 
 def _two_outliers(n=20, seed=3):
-    """y_i ~ N(mu, 1), flat prior, two outliers: LOO predictive N(m_-i, 1 + 1/(n-1)) in
-    closed form; the mixture p(mu | y) sum_j 1/l_j is the mixture of the LOO posteriors
-    N(m_-j, 1/(n-1)) with weights proportional to 1 / p(y_j | y_-j)."""
-    rng = np.random.default_rng(seed)
-    y = rng.normal(size=n)
-    y[0], y[1] = 6.0, -4.5
-    m_loo = np.array([np.delete(y, i).mean() for i in range(n)])
-    truth = norm.logpdf(y, m_loo, np.sqrt(1.0 + 1.0 / (n - 1)))
-    mix_p = np.exp(-truth - np.logaddexp.reduce(-truth))
-    return y, m_loo, truth, mix_p
+    """`normal_mean_loo` with two outliers (y_0 = 6, y_1 = -4.5)."""
+    return normal_mean_loo({0: 6.0, 1: -4.5}, n=n, seed=seed)
 
 
 def _mixture_log_lik(y, m_loo, mix_p, rng, S, chains=4):

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from normal_mean_loo import normal_mean_loo
 from scipy.stats import norm
 
 import loo_adapt
@@ -45,16 +46,8 @@ def test_pool_edge_cases_and_errors():
 
 
 def _normal_mean(n=20, seed=3):
-    """y_i ~ N(mu, 1), flat prior: LOO predictive N(m_-i, 1 + 1/(n-1)) in closed form; the
-    mixture p(mu | y) sum_j 1/l_j is the mixture of the LOO posteriors with weights
-    proportional to 1 / p(y_j | y_-j)."""
-    rng = np.random.default_rng(seed)
-    y = rng.normal(size=n)
-    y[0] = 4.0  # one influential row
-    m_loo = np.array([np.delete(y, i).mean() for i in range(n)])
-    truth = norm.logpdf(y, m_loo, np.sqrt(1.0 + 1.0 / (n - 1)))
-    mix_p = np.exp(-truth - np.logaddexp.reduce(-truth))
-    return y, m_loo, truth, mix_p
+    """`normal_mean_loo` with one influential row (y_0 = 4)."""
+    return normal_mean_loo({0: 4.0}, n=n, seed=seed)
 
 
 def _draws(y, m_loo, mix_p, rng, S):
