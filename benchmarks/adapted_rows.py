@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth_suite import benchmark_names, load_benchmark  # noqa: E402
+from truth_suite import benchmark_names, calibration_z, load_benchmark  # noqa: E402
 
 from loo_adapt.api import loo  # noqa: E402
 
@@ -35,7 +35,7 @@ def main() -> None:
                 if abs(r.elpd_i[i] - p.elpd_i[i]) <= 1e-12 or not r.reliable[i]:
                     continue
                 e, ep = r.elpd_i[i] - truth[k, 1], p.elpd_i[i] - truth[k, 1]
-                z = e / np.hypot(r.mcse_elpd_i[i], truth[k, 2])
+                z = calibration_z(r.elpd_i[i], r.mcse_elpd_i[i], truth[k, 1], truth[k, 2])
                 zs.setdefault(r.verified_by[i], []).append(z)
                 print(f"{name} seed {seed} row {i}: k-hat {r.pareto_k[i]:.2f} -> "
                       f"{r.khat_after[i]:.2f}, error {e:+.3f} (PSIS {ep:+.3f}), z {z:+.2f}, "
