@@ -266,9 +266,10 @@ def second_order_bias(result) -> np.ndarray:
     (b_si = a_s / l_si), each from the variance of the draws' relative values over their
     multi-chain effective sample size (`loo_adapt.core.skew.influence_ess`).  ``V_D,i`` is the
     larger where the row's leave-one-out draws are few: the plain estimate leans optimistic
-    by about this much (i.i.d. draws of an exact mixture, 20 rows, two outliers, 600
-    replicates at S = 200: summed error +0.200 (se 0.028) plain, +0.115 (0.033) with it
-    subtracted; ``benchmarks/results/mixis_bias_correction.txt``).
+    by at least this much (i.i.d. draws of an exact mixture, 20 rows, two outliers, 4 chains
+    x 50 draws, 400 replicates: summed error +0.277 (se 0.031) plain, +0.202 (0.036) with it
+    subtracted, ``benchmarks/results/mixis_bias_delta.txt``; an earlier hook with the
+    split-chain ESS, ``mixis_bias_correction.txt``: +0.200 -> +0.115).
 
     Parameters
     ----------
